@@ -1,0 +1,61 @@
+"""The exceptions salience raises.
+
+Every error derives from one base, so ``except SalienceError`` catches them all::
+
+    SalienceError
+    ├── TranscriptError        bad input data: names the transcript, entry, field
+    │   └── FormatError        a file or message list in no layout the loaders know
+    ├── ScorerError            a scorer that cannot be fitted, loaded or used
+    │   └── NotFittedError     ``score`` called before ``fit``
+    ├── BudgetError            the pinned entries alone exceed the token budget
+    └── TrackingError          the MLflow store could not be reached or used
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetError",
+    "FormatError",
+    "NotFittedError",
+    "SalienceError",
+    "ScorerError",
+    "TrackingError",
+    "TranscriptError",
+]
+
+
+class SalienceError(Exception):
+    """Base class of every error salience raises."""
+
+
+class TranscriptError(SalienceError, ValueError):
+    """A transcript, entry or message is malformed.
+
+    The message names where (transcript id, entry index and id, field), what was
+    expected and what came.
+    """
+
+
+class FormatError(TranscriptError):
+    """Input in a layout that no loader recognises, or unreadable input."""
+
+
+class ScorerError(SalienceError):
+    """A scorer could not be fitted, saved, loaded or applied."""
+
+
+class NotFittedError(ScorerError, AttributeError):
+    """A scorer was used before ``fit``."""
+
+
+class BudgetError(SalienceError, ValueError):
+    """The entries that must stay (pins) do not fit the budget."""
+
+    def __init__(self, message: str, *, budget: int = 0, required: int = 0) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.required = required
+
+
+class TrackingError(SalienceError):
+    """The experiment-tracking store could not be used."""

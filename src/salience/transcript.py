@@ -1,0 +1,365 @@
+"""The data model: entries of an agent's context, queries about them, transcripts.
+
+Everything here is a frozen, slotted dataclass, validated on construction. A bad
+value raises :class:`~salience.errors.TranscriptError` whose message names the
+transcript, the entry (index and id), the field, what was expected and what came.
+
+>>> t = Transcript.from_openai([
+...     {"role": "system", "content": "You are terse."},
+...     {"role": "user", "content": "Hi"},
+... ], id="demo")
+>>> [e.id for e in t.entries]
+['m0', 'm1']
+>>> t.to_openai()
+[{'role': 'system', 'content': 'You are terse.'}, {'role': 'user', 'content': 'Hi'}]
+>>> Entry(id="x", role="robot", content="beep")
+Traceback (most recent call last):
+...
+salience.errors.TranscriptError: entry 'x': field 'role' must be one of 'system', 'user', 'assistant', 'tool' (got 'robot')
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from salience.errors import TranscriptError
+
+__all__ = ["Entry", "Query", "Role", "ToolCall", "Transcript"]
+
+
+class Role(str, enum.Enum):
+    """Who wrote an entry."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_ROLES = tuple(r.value for r in Role)
+
+
+def _got(value: object) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} that is a {type(value).__name__}" if not isinstance(value, str) else text
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call an assistant entry makes: ``id``, tool ``name``, JSON ``arguments``."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def __post_init__(self) -> None:
+        for fname in ("id", "name", "arguments"):
+            value = getattr(self, fname)
+            if not isinstance(value, str):
+                raise TranscriptError(
+                    f"tool call {self.id!r}: field {fname!r} must be a str (got {_got(value)})"
+                )
+        if not self.id:
+            raise TranscriptError("tool call: field 'id' must be a non-empty str (got '')")
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Entry:
+    """One entry of an agent's context.
+
+    ``role`` is one of ``system``, ``user``, ``assistant``, ``tool``. Assistant
+    entries may carry ``tool_calls``; tool entries carry the ``tool_call_id`` they
+    answer (or ``None`` for a free-standing observation) and the tool ``name``.
+    ``label`` is the probability-like target in [0, 1] (1 = needed later), if known.
+    ``meta`` is free-form; keys starting with ``_`` are reserved for format
+    round-trip data.
+    """
+
+    id: str
+    role: str
+    content: str = ""
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    label: float | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"entry {self.id!r}"
+        if not isinstance(self.id, str) or not self.id:
+            raise TranscriptError(f"entry: field 'id' must be a non-empty str (got {_got(self.id)})")
+        role = self.role.value if isinstance(self.role, Role) else self.role
+        if role not in _ROLES:
+            allowed = ", ".join(repr(r) for r in _ROLES)
+            raise TranscriptError(f"{where}: field 'role' must be one of {allowed} (got {_got(self.role)})")
+        object.__setattr__(self, "role", role)
+        if not isinstance(self.content, str):
+            raise TranscriptError(f"{where}: field 'content' must be a str (got {_got(self.content)})")
+        if self.name is not None and not isinstance(self.name, str):
+            raise TranscriptError(f"{where}: field 'name' must be a str or None (got {_got(self.name)})")
+        calls = self.tool_calls
+        if isinstance(calls, list):
+            calls = tuple(calls)
+            object.__setattr__(self, "tool_calls", calls)
+        if not isinstance(calls, tuple) or not all(isinstance(c, ToolCall) for c in calls):
+            raise TranscriptError(f"{where}: field 'tool_calls' must be a tuple of ToolCall (got {_got(calls)})")
+        if calls and role != "assistant":
+            raise TranscriptError(
+                f"{where}: field 'tool_calls' is only allowed on assistant entries (got role {role!r})"
+            )
+        if self.tool_call_id is not None:
+            if not isinstance(self.tool_call_id, str) or not self.tool_call_id:
+                raise TranscriptError(
+                    f"{where}: field 'tool_call_id' must be a non-empty str or None (got {_got(self.tool_call_id)})"
+                )
+            if role != "tool":
+                raise TranscriptError(
+                    f"{where}: field 'tool_call_id' is only allowed on tool entries (got role {role!r})"
+                )
+        if self.label is not None:
+            label = self.label
+            if isinstance(label, bool) or not isinstance(label, (int, float)) or not (
+                math.isfinite(label) and 0.0 <= label <= 1.0
+            ):
+                raise TranscriptError(f"{where}: field 'label' must be a number in [0, 1] or None (got {_got(label)})")
+            object.__setattr__(self, "label", float(label))
+        if not isinstance(self.meta, Mapping):
+            raise TranscriptError(f"{where}: field 'meta' must be a mapping (got {_got(self.meta)})")
+        object.__setattr__(self, "meta", dict(self.meta))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.role, self.content, self.tool_call_id, self.tool_calls))
+
+    @property
+    def is_tool_call(self) -> bool:
+        """True for an assistant entry that calls tools."""
+        return bool(self.tool_calls)
+
+    @property
+    def text(self) -> str:
+        """Everything a reader of this entry sees: content, tool name, call arguments."""
+        parts = [self.content]
+        for call in self.tool_calls:
+            parts.append(f"{call.name}({call.arguments})")
+        return "\n".join(p for p in parts if p)
+
+    @property
+    def public_meta(self) -> dict[str, Any]:
+        """``meta`` without the reserved ``_``-prefixed round-trip keys."""
+        return {k: v for k, v in self.meta.items() if not k.startswith("_")}
+
+    def replace(self, **changes: Any) -> Entry:
+        """A copy with ``changes`` applied (validated again)."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A question or task about a transcript.
+
+    ``evidence`` lists the ids of the entries the answer needs; ``at`` is how many
+    entries existed when it was asked (``None`` = after all of them).
+    """
+
+    text: str
+    evidence: tuple[str, ...] = ()
+    at: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TranscriptError(f"query: field 'text' must be a str (got {_got(self.text)})")
+        ev = self.evidence
+        if isinstance(ev, (list, str)):
+            ev = (ev,) if isinstance(ev, str) else tuple(ev)
+            object.__setattr__(self, "evidence", ev)
+        if not isinstance(ev, tuple) or not all(isinstance(x, str) for x in ev):
+            raise TranscriptError(
+                f"query {self.text[:40]!r}: field 'evidence' must be a sequence of entry ids (got {_got(ev)})"
+            )
+        if self.at is not None and (isinstance(self.at, bool) or not isinstance(self.at, int) or self.at < 0):
+            raise TranscriptError(
+                f"query {self.text[:40]!r}: field 'at' must be a non-negative int or None (got {_got(self.at)})"
+            )
+        object.__setattr__(self, "meta", dict(self.meta))
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.evidence, self.at))
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """An ordered list of entries, with optional domain and queries.
+
+    Validation on construction: entry ids are unique; a tool entry's
+    ``tool_call_id`` answers a call made by an earlier assistant entry, at most
+    once; query evidence ids name entries of this transcript. A call that is never
+    answered is allowed (an agent may be waiting on it); :meth:`unanswered_calls`
+    lists them.
+    """
+
+    id: str
+    entries: tuple[Entry, ...] = ()
+    domain: str | None = None
+    queries: tuple[Query, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise TranscriptError(f"transcript: field 'id' must be a non-empty str (got {_got(self.id)})")
+        entries = self.entries
+        if isinstance(entries, list):
+            entries = tuple(entries)
+            object.__setattr__(self, "entries", entries)
+        if not isinstance(entries, tuple):
+            raise TranscriptError(
+                f"transcript {self.id!r}: field 'entries' must be a sequence of Entry (got {_got(entries)})"
+            )
+        queries = self.queries
+        if isinstance(queries, list):
+            queries = tuple(queries)
+            object.__setattr__(self, "queries", queries)
+        if self.domain is not None and not isinstance(self.domain, str):
+            raise TranscriptError(
+                f"transcript {self.id!r}: field 'domain' must be a str or None (got {_got(self.domain)})"
+            )
+        seen: dict[str, int] = {}
+        calls: dict[str, int] = {}
+        answered: set[str] = set()
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, Entry):
+                raise TranscriptError(f"transcript {self.id!r}, entry {i}: expected an Entry (got {_got(entry)})")
+            if entry.id in seen:
+                raise TranscriptError(
+                    f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'id' must be unique "
+                    f"(entry {seen[entry.id]} has the same id)"
+                )
+            seen[entry.id] = i
+            for call in entry.tool_calls:
+                if call.id in calls:
+                    raise TranscriptError(
+                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): tool call id {call.id!r} "
+                        f"is already used by entry {calls[call.id]}"
+                    )
+                calls[call.id] = i
+            if entry.tool_call_id is not None:
+                if entry.tool_call_id not in calls:
+                    raise TranscriptError(
+                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
+                        f"must name a call made by an earlier assistant entry (got {entry.tool_call_id!r}, "
+                        "which no earlier entry calls)"
+                    )
+                if entry.tool_call_id in answered:
+                    raise TranscriptError(
+                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
+                        f"{entry.tool_call_id!r} is answered twice"
+                    )
+                answered.add(entry.tool_call_id)
+        for q, query in enumerate(queries):
+            if not isinstance(query, Query):
+                raise TranscriptError(f"transcript {self.id!r}, query {q}: expected a Query (got {_got(query)})")
+            missing = [e for e in query.evidence if e not in seen]
+            if missing:
+                raise TranscriptError(
+                    f"transcript {self.id!r}, query {q}: field 'evidence' names entries that do not exist "
+                    f"(got {missing[:5]!r})"
+                )
+            if query.at is not None and query.at > len(entries):
+                raise TranscriptError(
+                    f"transcript {self.id!r}, query {q}: field 'at' must be at most the number of "
+                    f"entries, {len(entries)} (got {query.at})"
+                )
+        object.__setattr__(self, "meta", dict(self.meta))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.entries))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # -- navigation ---------------------------------------------------------
+    def index(self, entry_id: str) -> int:
+        """Position of the entry with ``entry_id``; ``KeyError`` naming it if absent."""
+        for i, entry in enumerate(self.entries):
+            if entry.id == entry_id:
+                return i
+        raise KeyError(f"transcript {self.id!r} has no entry {entry_id!r}")
+
+    def call_owner(self) -> dict[str, int]:
+        """Map each tool call id to the index of the assistant entry that made it."""
+        return {c.id: i for i, e in enumerate(self.entries) for c in e.tool_calls}
+
+    def parents(self) -> list[int]:
+        """For each entry, the index of the call entry it answers, or -1."""
+        owner = self.call_owner()
+        return [owner.get(e.tool_call_id, -1) if e.tool_call_id else -1 for e in self.entries]
+
+    def unanswered_calls(self) -> list[str]:
+        """Ids of tool calls that no tool entry answers."""
+        answered = {e.tool_call_id for e in self.entries if e.tool_call_id}
+        return [c.id for e in self.entries for c in e.tool_calls if c.id not in answered]
+
+    @property
+    def labels(self) -> list[float | None]:
+        return [e.label for e in self.entries]
+
+    def replace(self, **changes: Any) -> Transcript:
+        """A copy with ``changes`` applied (validated again)."""
+        return replace(self, **changes)
+
+    # -- formats -----------------------------------------------------------
+    @classmethod
+    def from_openai(
+        cls,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        id: str = "transcript",
+        domain: str | None = None,
+        queries: Iterable[Query] = (),
+    ) -> Transcript:
+        """Build from OpenAI chat messages (see :mod:`salience.formats.openai`)."""
+        from salience.formats.openai import from_openai
+
+        return from_openai(messages, id=id, domain=domain, queries=queries)
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """OpenAI chat messages; exact inverse of :meth:`from_openai`."""
+        from salience.formats.openai import to_openai
+
+        return to_openai(self)
+
+    @classmethod
+    def from_anthropic(
+        cls,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        id: str = "transcript",
+        domain: str | None = None,
+        queries: Iterable[Query] = (),
+    ) -> Transcript:
+        """Build from Anthropic messages, the system prompt given separately."""
+        from salience.formats.anthropic import from_anthropic
+
+        return from_anthropic(messages, system=system, id=id, domain=domain, queries=queries)
+
+    def to_anthropic(self) -> list[dict[str, Any]]:
+        """Anthropic messages (the system prompt is :meth:`anthropic_system`)."""
+        from salience.formats.anthropic import to_anthropic
+
+        return to_anthropic(self)
+
+    def anthropic_system(self) -> str | list[dict[str, Any]] | None:
+        """The system prompt in the form Anthropic's API takes it, or None."""
+        from salience.formats.anthropic import system_of
+
+        return system_of(self)
