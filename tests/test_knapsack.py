@@ -330,7 +330,9 @@ def test_bad_max_cells(max_cells):
 
 
 def test_int_like_inputs_accepted():
-    sol = solve_exact(GOOD_C.astype(float).tolist(), GOOD_V.astype(int).tolist(), np.int64(5), parent=np.array([-1, 0], np.int32))
+    sol = solve_exact(
+        GOOD_C.astype(float).tolist(), GOOD_V.astype(int).tolist(), np.int64(5), parent=np.array([-1, 0], np.int32)
+    )
     assert sol.cost <= 5
     assert sol.value == 5.0
 

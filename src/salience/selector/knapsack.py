@@ -173,7 +173,7 @@ def _as_int(x: Any, name: str, *, minimum: int) -> int:
     if isinstance(x, numbers.Integral):
         v = int(x)
     elif isinstance(x, numbers.Real) and math.isfinite(float(x)) and float(x).is_integer():
-        v = int(x)
+        v = int(float(x))
     else:
         raise ValueError(f"{name} must be an integer (got {type(x).__name__} {x!r})")
     if v < minimum:
@@ -230,7 +230,8 @@ def _prepare(
         al = al.copy()
         empty = ~al.any(axis=1)
         if empty.any():
-            raise ValueError(f"allowed must permit at least one option per entry (entry {int(np.flatnonzero(empty)[0])} allows none)")
+            first = int(np.flatnonzero(empty)[0])
+            raise ValueError(f"allowed must permit at least one option per entry (entry {first} allows none)")
 
     if parent is None:
         par = np.full(n, -1, dtype=np.int64)
@@ -252,7 +253,7 @@ def _prepare(
             raise ValueError(f"parent[{i}] must be -1 or the index of an earlier entry 0 <= p < {i} (got {p})")
         if par[p] != -1:
             raise ValueError(
-                f"parent[{i}] = {p} points at an entry that itself has parent {int(par[p])}; tool groups must be one level deep"
+                f"parent[{i}] = {p} points at an entry with parent {int(par[p])}; tool groups must be one level deep"
             )
         children.setdefault(p, []).append(i)
 
@@ -344,8 +345,7 @@ def _check_budget(prob: _Problem) -> np.ndarray:
     min_cost = int(_total(prob.costs, start))
     if min_cost > prob.budget:
         raise InfeasibleError(
-            f"infeasible: the cheapest allowed assignment costs {min_cost} tokens "
-            f"but the budget is {prob.budget}",
+            f"infeasible: the cheapest allowed assignment costs {min_cost} tokens but the budget is {prob.budget}",
             min_cost=min_cost,
             budget=prob.budget,
         )
@@ -711,8 +711,7 @@ def brute_force(
     if not fits.any():
         min_cost = int(cost[ok].min())
         raise InfeasibleError(
-            f"infeasible: the cheapest allowed assignment costs {min_cost} tokens "
-            f"but the budget is {prob.budget}",
+            f"infeasible: the cheapest allowed assignment costs {min_cost} tokens but the budget is {prob.budget}",
             min_cost=min_cost,
             budget=prob.budget,
         )
