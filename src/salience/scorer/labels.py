@@ -1,0 +1,288 @@
+"""Training targets: which entries a transcript's later steps actually needed.
+
+Two sources of labels:
+
+* **Hindsight** (any agent log, no annotation): an entry is *needed at step t* when
+  assistant step t uses a value (an id, a number, a path, a name; see
+  :mod:`salience.values`) that first appeared in that entry. The values a step uses
+  are those in its tool calls' arguments (:func:`~salience.values.call_values`) and
+  in its text (:func:`~salience.values.extract_values`, looking inside multi-word
+  values too, so a quoted command gives the path in it). A value whose first
+  appearance is the step itself does not count; the system prompt is an entry like
+  any other. Values match case-insensitively.
+* **Evidence** (transcripts with queries, such as LoCoMo): an entry is needed when
+  some query lists it as evidence.
+
+>>> from salience import Transcript
+>>> t = Transcript.from_openai([
+...     {"role": "user", "content": "My user id is mia_li_3668."},
+...     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+...      "function": {"name": "get_user_details", "arguments": '{"user_id": "mia_li_3668"}'}}]},
+...     {"role": "tool", "tool_call_id": "c1", "content": '{"reservations": ["ZFA04Y"]}'},
+...     {"role": "assistant", "content": "You have one reservation, ZFA04Y."},
+... ], id="demo")
+>>> [(lab.needed, lab.needed_in, lab.used_by) for lab in hindsight_labels(t)]
+[(True, 1, ('m1',)), (False, None, ()), (True, 1, ('m3',)), (False, None, ())]
+>>> step_references(t)[1]
+StepRefs(step=3, step_id='m3', refs=(('ZFA04Y', 'm2'),))
+>>> [e.label for e in label_transcript(t).entries]
+[1.0, 0.0, 1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import overload
+
+from salience.errors import TranscriptError
+from salience.transcript import Entry, Transcript
+from salience.values import call_values, extract_values
+
+__all__ = [
+    "EntryLabel",
+    "LabelMode",
+    "StepRefs",
+    "entry_values",
+    "evidence_labels",
+    "hindsight_labels",
+    "label",
+    "label_transcript",
+    "resolve_mode",
+    "step_references",
+    "step_values",
+]
+
+
+class LabelMode(enum.StrEnum):
+    """Where labels come from: ``auto`` picks ``evidence`` for transcripts whose
+    queries list evidence, ``hindsight`` for the others."""
+
+    AUTO = "auto"
+    HINDSIGHT = "hindsight"
+    EVIDENCE = "evidence"
+
+    @classmethod
+    def parse(cls, mode: str | LabelMode) -> LabelMode:
+        """``mode`` as a :class:`LabelMode`; ``ValueError`` naming the allowed values otherwise."""
+        if isinstance(mode, LabelMode):
+            return mode
+        try:
+            return cls(mode)
+        except ValueError:
+            allowed = ", ".join(repr(m.value) for m in cls)
+            raise ValueError(f"label mode must be one of {allowed} (got {mode!r})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryLabel:
+    """The hindsight label of one entry.
+
+    ``needed_in`` counts assistant steps from the entry to the first step that used
+    one of its values (1 = the next assistant step); ``None`` when never used.
+    ``used_by`` are the ids of every step that used one of its values, in order;
+    ``values`` the values those steps reused, in order of first use.
+    """
+
+    needed: bool
+    needed_in: int | None = None
+    used_by: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StepRefs:
+    """The references of one assistant step: ``refs`` are ``(value, source entry id)``
+    pairs for the values the step uses that first appeared in an earlier entry.
+    ``step`` is the step's index in the transcript's entries."""
+
+    step: int
+    step_id: str
+    refs: tuple[tuple[str, str], ...] = ()
+
+
+# -- values ------------------------------------------------------------------
+
+
+def _text_values(text: str) -> dict[str, None]:
+    """:func:`extract_values` of ``text``, plus the values inside multi-word values
+    (a quoted command names the path in it: ``"run --config a/b.toml"`` gives
+    ``a/b.toml`` too)."""
+    out: dict[str, None] = {}
+    for value in extract_values(text):
+        out[value] = None
+        if " " in value:
+            out.update(dict.fromkeys(extract_values(value)))
+    return out
+
+
+def entry_values(entry: Entry) -> list[str]:
+    """Every value that appears in ``entry``: in its content (JSON content is read
+    leaf by leaf as well as as text) and in its tool calls' arguments."""
+    out = _text_values(entry.content)
+    stripped = entry.content.lstrip()
+    if stripped[:1] in ("{", "["):
+        out.update(dict.fromkeys(call_values(entry.content)))
+    for call in entry.tool_calls:
+        out.update(dict.fromkeys(call_values(call.arguments)))
+    return list(out)
+
+
+def step_values(entry: Entry) -> list[str]:
+    """The values an assistant step *uses*: its calls' arguments and its text."""
+    out: dict[str, None] = {}
+    for call in entry.tool_calls:
+        out.update(dict.fromkeys(call_values(call.arguments)))
+    out.update(_text_values(entry.content))
+    return list(out)
+
+
+def _key(value: str) -> str:
+    return value.casefold()
+
+
+def _scan(transcript: Transcript) -> Iterator[tuple[int, Entry, list[tuple[str, int]]]]:
+    """One pass: for each assistant step, its index, entry and ``(value, source index)``."""
+    first: dict[str, int] = {}
+    for i, entry in enumerate(transcript.entries):
+        if entry.role == "assistant":
+            used = step_values(entry)
+            refs = [(v, first[k]) for v in used if (k := _key(v)) in first]
+            yield i, entry, refs
+        for v in entry_values(entry):
+            first.setdefault(_key(v), i)
+
+
+def step_references(transcript: Transcript) -> list[StepRefs]:
+    """For each assistant step, the values it uses that first appeared in an earlier
+    entry, with that entry's id (one pass over the transcript)."""
+    entries = transcript.entries
+    return [
+        StepRefs(step=i, step_id=entry.id, refs=tuple((v, entries[j].id) for v, j in refs))
+        for i, entry, refs in _scan(transcript)
+    ]
+
+
+def hindsight_labels(transcript: Transcript) -> list[EntryLabel]:
+    """The hindsight label of every entry of ``transcript``, in order."""
+    entries = transcript.entries
+    # Assistant entries at indices <= j, so that needed_in = step ordinal - upto[j].
+    upto: list[int] = []
+    count = 0
+    for entry in entries:
+        count += entry.role == "assistant"
+        upto.append(count)
+    needed_in: dict[int, int] = {}
+    used_by: dict[int, dict[str, None]] = {}
+    values: dict[int, dict[str, None]] = {}
+    for i, entry, refs in _scan(transcript):
+        for value, j in refs:
+            needed_in.setdefault(j, upto[i] - upto[j])
+            used_by.setdefault(j, {})[entry.id] = None
+            values.setdefault(j, {})[value] = None
+    return [
+        EntryLabel(needed=True, needed_in=needed_in[j], used_by=tuple(used_by[j]), values=tuple(values[j]))
+        if j in needed_in
+        else EntryLabel(needed=False)
+        for j in range(len(entries))
+    ]
+
+
+# -- labelled transcripts ------------------------------------------------------
+
+
+def label_transcript(transcript: Transcript, *, overwrite: bool = False) -> Transcript:
+    """A copy of ``transcript`` with hindsight labels: ``label`` 1.0 (needed) or 0.0,
+    ``meta["needed_in"]`` and ``meta["used_by"]`` (a list of step ids).
+
+    Entries that already have a label are left as they are unless ``overwrite``.
+    The input is never modified.
+    """
+    new = []
+    for entry, lab in zip(transcript.entries, hindsight_labels(transcript)):
+        if entry.label is not None and not overwrite:
+            new.append(entry)
+            continue
+        meta = {**entry.meta, "needed_in": lab.needed_in, "used_by": list(lab.used_by)}
+        new.append(entry.replace(label=1.0 if lab.needed else 0.0, meta=meta))
+    return transcript.replace(entries=tuple(new))
+
+
+def _has_evidence(transcript: Transcript) -> bool:
+    return any(q.evidence for q in transcript.queries)
+
+
+def evidence_labels(transcript: Transcript, *, overwrite: bool = False) -> Transcript:
+    """A copy of ``transcript`` labelled from its queries: 1.0 for entries that are
+    evidence of any query, 0.0 otherwise; ``meta["evidence_of"]`` lists the indices
+    of the queries each entry is evidence of.
+
+    Entries that already have a label are left as they are unless ``overwrite``.
+    A transcript without any query evidence is a :class:`TranscriptError`.
+    """
+    if not _has_evidence(transcript):
+        raise TranscriptError(
+            f"transcript {transcript.id!r}: evidence labels need queries with evidence "
+            f"(got {len(transcript.queries)} queries and no evidence); use hindsight labels instead"
+        )
+    of: dict[str, list[int]] = {}
+    for q, query in enumerate(transcript.queries):
+        for eid in query.evidence:
+            lst = of.setdefault(eid, [])
+            if not lst or lst[-1] != q:
+                lst.append(q)
+    new = []
+    for entry in transcript.entries:
+        if entry.label is not None and not overwrite:
+            new.append(entry)
+            continue
+        queries = of.get(entry.id, [])
+        new.append(entry.replace(label=1.0 if queries else 0.0, meta={**entry.meta, "evidence_of": queries}))
+    return transcript.replace(entries=tuple(new))
+
+
+def resolve_mode(transcript: Transcript, mode: str | LabelMode = LabelMode.AUTO) -> LabelMode:
+    """The concrete mode (hindsight or evidence) that ``mode`` means for ``transcript``."""
+    mode = LabelMode.parse(mode)
+    if mode is LabelMode.AUTO:
+        return LabelMode.EVIDENCE if _has_evidence(transcript) else LabelMode.HINDSIGHT
+    return mode
+
+
+def _label_one(transcript: Transcript, mode: LabelMode, overwrite: bool) -> Transcript:
+    if resolve_mode(transcript, mode) is LabelMode.EVIDENCE:
+        return evidence_labels(transcript, overwrite=overwrite)
+    return label_transcript(transcript, overwrite=overwrite)
+
+
+@overload
+def label(transcripts: Transcript, *, mode: str | LabelMode = ..., overwrite: bool = ...) -> Transcript: ...
+@overload
+def label(
+    transcripts: Iterable[Transcript], *, mode: str | LabelMode = ..., overwrite: bool = ...
+) -> list[Transcript]: ...
+
+
+def label(
+    transcripts: Transcript | Iterable[Transcript],
+    *,
+    mode: str | LabelMode = LabelMode.AUTO,
+    overwrite: bool = False,
+) -> Transcript | list[Transcript]:
+    """Labelled copies of ``transcripts`` (one transcript gives one back).
+
+    ``mode``: ``"auto"`` (evidence labels where a transcript's queries list evidence,
+    hindsight labels elsewhere), ``"hindsight"`` or ``"evidence"``; anything else is
+    a ``ValueError``. ``mode="evidence"`` on a transcript without query evidence is a
+    :class:`TranscriptError`.
+
+    >>> label([], mode="oracle")
+    Traceback (most recent call last):
+    ...
+    ValueError: label mode must be one of 'auto', 'hindsight', 'evidence' (got 'oracle')
+    """
+    parsed = LabelMode.parse(mode)
+    if isinstance(transcripts, Transcript):
+        return _label_one(transcripts, parsed, overwrite)
+    return [_label_one(t, parsed, overwrite) for t in transcripts]
