@@ -429,12 +429,6 @@ def test_shared_taubench_openai_round_trip(tau_runs: list[dict]) -> None:
 
 
 @pytest.mark.shared
-@pytest.mark.xfail(
-    raises=TranscriptError, strict=True,
-    reason="Transcript rejects a tool call id reused after its first call was answered; "
-           "49 tau-bench runs do that (the taubench loader renames them). Remove this mark once "
-           "transcript.py resolves a tool_call_id to the latest earlier call.",
-)
 def test_shared_taubench_openai_round_trip_with_reused_call_ids(tau_runs: list[dict]) -> None:
     reused = [run["traj"] for run in tau_runs if _reuses_call_ids(run["traj"])]
     assert len(reused) == 49

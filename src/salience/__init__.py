@@ -70,13 +70,17 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """Import the heavy public names (scorer, compactor) on first use."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'salience' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    try:
+        value = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise ImportError(f"salience.{name} lives in {module}, which could not be imported: {exc}") from exc
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted(set(globals()) | set(__all__))

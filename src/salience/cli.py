@@ -53,6 +53,13 @@ PROG = "salience"
 COMMANDS: list[tuple[str, str]] = [
     ("stats", "salience.cli:add_stats_parser"),
     ("label", "salience.cli:add_label_parser"),
+    ("train", "salience.training.commands:add_train_parser"),
+    ("bench", "salience.training.bench_command:add_bench_parser"),
+    ("tune", "salience.training.tune_command:add_tune_parser"),
+    ("versions", "salience.training.registry_commands:add_versions_parser"),
+    ("promote", "salience.training.registry_commands:add_promote_parser"),
+    ("compact", "salience.selector.commands:add_compact_parser"),
+    ("inspect", "salience.selector.commands:add_inspect_parser"),
 ]
 
 # --------------------------------------------------------------------------

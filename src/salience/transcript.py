@@ -4,6 +4,24 @@ Everything here is a frozen, slotted dataclass, validated on construction. A bad
 value raises :class:`~salience.errors.TranscriptError` whose message names the
 transcript, the entry (index and id), the field, what was expected and what came.
 
+What a :class:`Transcript` accepts, and what it refuses:
+
+* ``content`` must be a ``str`` (``""`` is fine); the format readers turn
+  ``None`` and lists of parts into text and keep the original for rendering.
+* a ``tool`` entry whose ``tool_call_id`` names no call of an *earlier*
+  assistant entry is refused (a result without its call cannot be sent to any
+  provider), and so is a call answered twice;
+* a call id may be used again once its call has been answered (tau-bench's logs
+  do this); a result answers the latest earlier call with its id
+  (:meth:`Transcript.parents`); reusing the id of a call still waiting for its
+  result is refused;
+* a call that no entry answers is accepted (an agent may still be waiting on it):
+  :meth:`Transcript.unanswered_calls` lists them;
+* a ``tool`` entry with ``tool_call_id=None`` is a free-standing observation
+  (legacy ``function`` messages, observations some agents log as tool output);
+* text is stored as given: lone surrogates or control characters are neither
+  refused nor cleaned, and there is no size limit.
+
 >>> t = Transcript.from_openai([
 ...     {"role": "system", "content": "You are terse."},
 ...     {"role": "user", "content": "Hi"},
@@ -15,13 +33,15 @@ transcript, the entry (index and id), the field, what was expected and what came
 >>> Entry(id="x", role="robot", content="beep")
 Traceback (most recent call last):
 ...
-salience.errors.TranscriptError: entry 'x': field 'role' must be one of 'system', 'user', 'assistant', 'tool' (got 'robot')
+salience.errors.TranscriptError: entry 'x': field 'role' must be one of 'system', 'user', 'assistant', \
+'tool' (got 'robot')
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,16 +51,13 @@ from salience.errors import TranscriptError
 __all__ = ["Entry", "Query", "Role", "ToolCall", "Transcript"]
 
 
-class Role(str, enum.Enum):
-    """Who wrote an entry."""
+class Role(enum.StrEnum):
+    """Who wrote an entry (``Role.USER == "user"``)."""
 
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _ROLES = tuple(r.value for r in Role)
@@ -62,14 +79,13 @@ class ToolCall:
     arguments: str = "{}"
 
     def __post_init__(self) -> None:
-        for fname in ("id", "name", "arguments"):
+        where = f"tool call {self.id!r}" if isinstance(self.id, str) and self.id else "tool call"
+        if not isinstance(self.id, str) or not self.id:
+            raise TranscriptError(f"{where}: field 'id' must be a non-empty str (got {_got(self.id)})")
+        for fname in ("name", "arguments"):
             value = getattr(self, fname)
             if not isinstance(value, str):
-                raise TranscriptError(
-                    f"tool call {self.id!r}: field {fname!r} must be a str (got {_got(value)})"
-                )
-        if not self.id:
-            raise TranscriptError("tool call: field 'id' must be a non-empty str (got '')")
+                raise TranscriptError(f"{where}: field {fname!r} must be a str (got {_got(value)})")
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -127,7 +143,7 @@ class Entry:
                 )
         if self.label is not None:
             label = self.label
-            if isinstance(label, bool) or not isinstance(label, (int, float)) or not (
+            if isinstance(label, bool) or not isinstance(label, numbers.Real) or not (
                 math.isfinite(label) and 0.0 <= label <= 1.0
             ):
                 raise TranscriptError(f"{where}: field 'label' must be a number in [0, 1] or None (got {_got(label)})")
@@ -166,8 +182,12 @@ class Entry:
 class Query:
     """A question or task about a transcript.
 
-    ``evidence`` lists the ids of the entries the answer needs; ``at`` is how many
-    entries existed when it was asked (``None`` = after all of them).
+    ``evidence`` lists the ids of the entries the answer needs (a list is turned
+    into a tuple, a single ``str`` into a 1-tuple); ``at`` is how many entries
+    existed when it was asked (``None`` = after all of them).
+
+    >>> Query("Where to?", evidence=["m3"]).evidence
+    ('m3',)
     """
 
     text: str
@@ -190,6 +210,8 @@ class Query:
             raise TranscriptError(
                 f"query {self.text[:40]!r}: field 'at' must be a non-negative int or None (got {_got(self.at)})"
             )
+        if not isinstance(self.meta, Mapping):
+            raise TranscriptError(f"query {self.text[:40]!r}: field 'meta' must be a mapping (got {_got(self.meta)})")
         object.__setattr__(self, "meta", dict(self.meta))
 
     def __hash__(self) -> int:
@@ -201,10 +223,11 @@ class Transcript:
     """An ordered list of entries, with optional domain and queries.
 
     Validation on construction: entry ids are unique; a tool entry's
-    ``tool_call_id`` answers a call made by an earlier assistant entry, at most
-    once; query evidence ids name entries of this transcript. A call that is never
-    answered is allowed (an agent may be waiting on it); :meth:`unanswered_calls`
-    lists them.
+    ``tool_call_id`` answers a call made by an earlier assistant entry and not
+    answered yet (a call id may be used again once its call is answered, as some
+    agents' logs do: the result answers the latest such call); query evidence ids
+    name entries of this transcript. A call that is never answered is allowed (an
+    agent may be waiting on it); :meth:`unanswered_calls` lists them.
     """
 
     id: str
@@ -222,19 +245,25 @@ class Transcript:
             object.__setattr__(self, "entries", entries)
         if not isinstance(entries, tuple):
             raise TranscriptError(
-                f"transcript {self.id!r}: field 'entries' must be a sequence of Entry (got {_got(entries)})"
+                f"transcript {self.id!r}: field 'entries' must be a tuple or list of Entry (got {_got(entries)})"
             )
         queries = self.queries
-        if isinstance(queries, list):
+        if not isinstance(queries, tuple):
+            if isinstance(queries, (str, bytes, Mapping, Query)) or not isinstance(queries, Iterable):
+                raise TranscriptError(
+                    f"transcript {self.id!r}: field 'queries' must be a sequence of Query (got {_got(queries)})"
+                )
             queries = tuple(queries)
             object.__setattr__(self, "queries", queries)
+        if not isinstance(self.meta, Mapping):
+            raise TranscriptError(f"transcript {self.id!r}: field 'meta' must be a mapping (got {_got(self.meta)})")
         if self.domain is not None and not isinstance(self.domain, str):
             raise TranscriptError(
                 f"transcript {self.id!r}: field 'domain' must be a str or None (got {_got(self.domain)})"
             )
         seen: dict[str, int] = {}
-        calls: dict[str, int] = {}
-        answered: set[str] = set()
+        open_calls: dict[str, int] = {}  # call id -> entry that made it, not answered yet
+        answered: dict[str, int] = {}  # call id -> entry that last answered it
         for i, entry in enumerate(entries):
             if not isinstance(entry, Entry):
                 raise TranscriptError(f"transcript {self.id!r}, entry {i}: expected an Entry (got {_got(entry)})")
@@ -245,25 +274,32 @@ class Transcript:
                 )
             seen[entry.id] = i
             for call in entry.tool_calls:
-                if call.id in calls:
+                if call.id in open_calls:
                     raise TranscriptError(
-                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): tool call id {call.id!r} "
-                        f"is already used by entry {calls[call.id]}"
+                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_calls' reuses the "
+                        f"call id {call.id!r} of entry {open_calls[call.id]}, whose call is not answered yet"
                     )
-                calls[call.id] = i
+                open_calls[call.id] = i
             if entry.tool_call_id is not None:
-                if entry.tool_call_id not in calls:
+                if entry.tool_call_id in answered and entry.tool_call_id not in open_calls:
                     raise TranscriptError(
                         f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
-                        f"must name a call made by an earlier assistant entry (got {entry.tool_call_id!r}, "
-                        "which no earlier entry calls)"
+                        f"{entry.tool_call_id!r} is answered twice (entry {answered[entry.tool_call_id]} "
+                        "answered it already)"
                     )
-                if entry.tool_call_id in answered:
+                if entry.tool_call_id not in open_calls:
+                    later = next(
+                        (j for j in range(i + 1, len(entries)) if isinstance(entries[j], Entry)
+                         and any(c.id == entry.tool_call_id for c in entries[j].tool_calls)),
+                        None,
+                    )
+                    why = "which no entry calls" if later is None else f"which only the later entry {later} calls"
                     raise TranscriptError(
                         f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
-                        f"{entry.tool_call_id!r} is answered twice"
+                        f"must name a call made by an earlier assistant entry (got {entry.tool_call_id!r}, {why})"
                     )
-                answered.add(entry.tool_call_id)
+                del open_calls[entry.tool_call_id]
+                answered[entry.tool_call_id] = i
         for q, query in enumerate(queries):
             if not isinstance(query, Query):
                 raise TranscriptError(f"transcript {self.id!r}, query {q}: expected a Query (got {_got(query)})")
@@ -295,18 +331,46 @@ class Transcript:
         raise KeyError(f"transcript {self.id!r} has no entry {entry_id!r}")
 
     def call_owner(self) -> dict[str, int]:
-        """Map each tool call id to the index of the assistant entry that made it."""
+        """Map each tool call id to the index of the assistant entry that made it.
+
+        Call ids may be reused once answered (some agents' logs do); for a reused
+        id this names the *last* entry that made it: use :meth:`parents` to pair
+        each result with its own call.
+        """
         return {c.id: i for i, e in enumerate(self.entries) for c in e.tool_calls}
 
     def parents(self) -> list[int]:
-        """For each entry, the index of the call entry it answers, or -1."""
-        owner = self.call_owner()
-        return [owner.get(e.tool_call_id, -1) if e.tool_call_id else -1 for e in self.entries]
+        """For each entry, the index of the call entry it answers, or -1.
+
+        A result answers the latest earlier call with its id, so parents always
+        come before their results, reused call ids included.
+
+        >>> from salience.transcript import Entry, ToolCall, Transcript
+        >>> call = lambda i: Entry(id=f"a{i}", role="assistant", tool_calls=(ToolCall("c", "f"),))
+        >>> result = lambda i: Entry(id=f"r{i}", role="tool", content="ok", tool_call_id="c")
+        >>> Transcript(id="t", entries=(call(0), result(0), call(1), result(1))).parents()
+        [-1, 0, -1, 2]
+        """
+        open_calls: dict[str, int] = {}
+        out = []
+        for i, entry in enumerate(self.entries):
+            if entry.tool_call_id is not None:
+                out.append(open_calls.pop(entry.tool_call_id, -1))
+            else:
+                out.append(-1)
+            for call in entry.tool_calls:
+                open_calls[call.id] = i
+        return out
 
     def unanswered_calls(self) -> list[str]:
-        """Ids of tool calls that no tool entry answers."""
-        answered = {e.tool_call_id for e in self.entries if e.tool_call_id}
-        return [c.id for e in self.entries for c in e.tool_calls if c.id not in answered]
+        """Ids of tool calls that no later tool entry answers, in order."""
+        open_calls: dict[str, None] = {}
+        for entry in self.entries:
+            if entry.tool_call_id is not None:
+                open_calls.pop(entry.tool_call_id, None)
+            for call in entry.tool_calls:
+                open_calls[call.id] = None
+        return list(open_calls)
 
     @property
     def labels(self) -> list[float | None]:
@@ -331,11 +395,15 @@ class Transcript:
 
         return from_openai(messages, id=id, domain=domain, queries=queries)
 
-    def to_openai(self) -> list[dict[str, Any]]:
-        """OpenAI chat messages; exact inverse of :meth:`from_openai`."""
+    def to_openai(self, *, with_ids: bool | None = None, with_labels: bool | None = None) -> list[dict[str, Any]]:
+        """OpenAI chat messages; exact inverse of :meth:`from_openai`.
+
+        ``with_ids`` / ``with_labels``: ``None`` writes salience's ``id`` / ``label``
+        keys only where the source message had them; ``True`` always; ``False`` never.
+        """
         from salience.formats.openai import to_openai
 
-        return to_openai(self)
+        return to_openai(self, with_ids=with_ids, with_labels=with_labels)
 
     @classmethod
     def from_anthropic(

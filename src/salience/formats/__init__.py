@@ -2,7 +2,16 @@
 
 :func:`load_transcripts` takes files or folders and detects each file's layout
 from its content. Each layout is a module with ``NAME``, ``sniff(path, head)`` and
-``load(path)``; :data:`LAYOUTS` lists them in detection order.
+``load(path)``; :data:`LAYOUTS` lists them in detection order. A layout module
+that is not there (yet) is passed over.
+
+An empty file holds no transcript (whatever its name). Errors: a path that does
+not exist, or a non-empty file named directly that no layout recognises, is a
+:class:`~salience.errors.FormatError` naming the file; what a loader finds wrong
+inside a file is its own :class:`~salience.errors.TranscriptError`; any other
+exception a loader raises (a ``KeyError`` deep inside a malformed file, say) comes
+out as a ``FormatError`` naming the file and the layout, the original chained as
+its cause.
 """
 
 from __future__ import annotations
@@ -14,10 +23,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Union
 
-from salience.errors import FormatError
+from salience.errors import FormatError, SalienceError
 from salience.transcript import Transcript
 
-__all__ = ["LAYOUTS", "detect_layout", "iter_files", "load_transcripts", "save_transcripts"]
+__all__ = ["LAYOUTS", "detect_layout", "iter_files", "known_layouts", "load_transcripts", "save_transcripts"]
 
 #: Layout modules, tried in this order.
 LAYOUTS: tuple[str, ...] = ("jsonl", "locomo", "taubench", "mint", "sweagent", "tooltalk", "apibank")
@@ -41,6 +50,7 @@ def _modules() -> list[ModuleType]:
 
 
 def known_layouts() -> list[str]:
+    """Names of the layouts whose modules are present, in detection order."""
     return [m.NAME for m in _modules()]
 
 
@@ -75,8 +85,8 @@ def load_transcripts(paths: PathLike | Sequence[PathLike], *, layout: str | None
     """Every transcript in ``paths`` (files or folders), layouts detected from content.
 
     A file named directly must be in a known layout; inside a folder, files of no
-    known layout (licenses, databases, notes) are passed over. A folder with no
-    transcript at all is an error naming the layouts known.
+    known layout (licenses, databases, notes) and empty files are passed over. A
+    folder with no transcript at all is an error naming the layouts known.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -89,6 +99,8 @@ def load_transcripts(paths: PathLike | Sequence[PathLike], *, layout: str | None
         direct = path.is_file()
         found = 0
         for file in iter_files(path):
+            if file.stat().st_size == 0:
+                continue  # holds no transcript, in whatever layout
             name = layout or detect_layout(file)
             if name is None:
                 if direct:
@@ -97,7 +109,14 @@ def load_transcripts(paths: PathLike | Sequence[PathLike], *, layout: str | None
             module = _layout_module(name)
             if module is None:
                 raise FormatError(f"{file}: unknown layout {name!r} (known: {known})")
-            loaded = module.load(file)
+            try:
+                loaded = module.load(file)
+            except SalienceError:
+                raise
+            except Exception as exc:
+                raise FormatError(
+                    f"{file}: the {name} loader failed: {type(exc).__name__}: {exc}"
+                ) from exc
             found += len(loaded)
             out.extend(loaded)
         if not direct and found == 0:

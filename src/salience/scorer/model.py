@@ -1,0 +1,474 @@
+"""The learned importance scorer.
+
+:class:`ImportanceScorer` predicts, for each entry of a transcript, the
+probability that the agent will need it: without a query, the prior that a later
+step uses it; with a query (the task or question at hand), that the answer needs
+it. It follows scikit-learn's conventions: a keyword-only ``__init__`` that only
+stores parameters, ``fit`` that returns ``self``, fitted attributes ending in ``_``.
+
+Training data comes in two shapes, and a transcript may have both:
+
+* entry labels (``Entry.label``; hindsight labels from :mod:`salience.scorer.labels`
+  also record *which* later steps used an entry, ``meta["used_by"]``). With
+  ``used_by`` known, the scorer learns from prefix cuts: it sees the history up to
+  a step, exactly as at compaction time, and learns which entries steps *after* the
+  cut use. That keeps references already made visible as features without leaking
+  the answer.
+* queries with evidence (``Transcript.queries``): one row per (query, entry),
+  labelled 1 for the query's evidence entries. These teach the query-aware score.
+
+>>> ImportanceScorer().score  # doctest: +ELLIPSIS
+<bound method ImportanceScorer.score of ImportanceScorer()>
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+
+from salience._version import __version__
+from salience.errors import NotFittedError, ScorerError
+from salience.scorer.features import BASE_FEATURES, QUERY_FEATURES, FeatureExtractor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from salience.transcript import Transcript
+
+__all__ = ["ImportanceScorer", "TrainingRows", "build_rows", "default_scorer", "DEFAULT_MODEL_PATH"]
+
+#: Where the scorer that ships with the package lives.
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "default.salience"
+_MAGIC = "salience-scorer"
+_FORMAT = 1
+
+
+@dataclass(slots=True)
+class TrainingRows:
+    """Feature rows with labels and the transcript each came from (for grouped splits)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+def _cut_points(steps: list[int], k: int) -> list[int]:
+    """Up to ``k`` assistant-step indices, evenly spread, where the history is cut."""
+    if not steps:
+        return []
+    if len(steps) <= k:
+        return steps
+    picks = np.linspace(0, len(steps) - 1, k).round().astype(int)
+    return [steps[i] for i in sorted(set(picks.tolist()))]
+
+
+def build_rows(
+    transcripts: Sequence[Transcript],
+    features: FeatureExtractor,
+    *,
+    query: bool,
+    cut_points: int = 6,
+    progress: Callable[[int], None] | None = None,
+) -> TrainingRows:
+    """Training rows from ``transcripts``.
+
+    ``query=False``: the prior's rows (entry labels; prefix cuts where ``used_by``
+    is known; evidence of any query otherwise). ``query=True``: one row per
+    (query, entry) for queries that have evidence.
+    """
+    from salience.transcript import Transcript as _T
+
+    Xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    gs: list[np.ndarray] = []
+    for g, t in enumerate(transcripts):
+        entries = t.entries
+        if query:
+            for q in t.queries:
+                if not q.evidence:
+                    continue
+                visible = entries if q.at is None else entries[: q.at]
+                if not visible:
+                    continue
+                sub = t if q.at is None or q.at == len(entries) else _T(id=f"{t.id}@{q.at}", entries=visible)
+                X = features.transform_one(sub, q.text)
+                ev = set(q.evidence)
+                y = np.array([e.id in ev for e in visible], dtype=np.int8)
+                if y.any():
+                    Xs.append(X)
+                    ys.append(y)
+                    gs.append(np.full(len(y), g))
+        else:
+            used = [e.meta.get("used_by") for e in entries]
+            if any(u is not None for u in used):
+                index = {e.id: i for i, e in enumerate(entries)}
+                steps = [i for i, e in enumerate(entries) if e.role == "assistant" and i > 0]
+                for cut in _cut_points(steps, cut_points):
+                    visible = entries[:cut]
+                    sub = _T(id=f"{t.id}@{cut}", entries=visible)
+                    X = features.transform_one(sub)
+                    y = np.array(
+                        [any(index.get(s, -1) >= cut for s in (used[i] or ())) for i in range(cut)], dtype=np.int8
+                    )
+                    Xs.append(X)
+                    ys.append(y)
+                    gs.append(np.full(len(y), g))
+            elif any(e.label is not None for e in entries):
+                keep = [i for i, e in enumerate(entries) if e.label is not None]
+                X = features.transform_one(t)[keep]
+                y = np.array([entries[i].label >= 0.5 for i in keep], dtype=np.int8)  # type: ignore[operator]
+                Xs.append(X)
+                ys.append(y)
+                gs.append(np.full(len(y), g))
+            elif any(q.evidence for q in t.queries):
+                ev = {e for q in t.queries for e in q.evidence}
+                X = features.transform_one(t)
+                y = np.array([e.id in ev for e in entries], dtype=np.int8)
+                Xs.append(X)
+                ys.append(y)
+                gs.append(np.full(len(y), g))
+        if progress is not None:
+            progress(1)
+    width = len(BASE_FEATURES) + (len(QUERY_FEATURES) if query else 0)
+    if not Xs:
+        return TrainingRows(np.zeros((0, width)), np.zeros(0, dtype=np.int8), np.zeros(0, dtype=int))
+    return TrainingRows(np.vstack(Xs), np.concatenate(ys), np.concatenate(gs))
+
+
+def _default_estimator(random_state: int | None) -> Any:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(
+        learning_rate=0.06,
+        max_iter=250,
+        max_leaf_nodes=31,
+        min_samples_leaf=40,
+        l2_regularization=1.0,
+        early_stopping=False,
+        random_state=random_state,
+    )
+
+
+def _fingerprint(transcripts: Sequence[Transcript]) -> str:
+    h = hashlib.sha256()
+    for t in transcripts:
+        h.update(t.id.encode())
+        for e in t.entries:
+            h.update(b"\x00")
+            h.update(e.id.encode())
+            h.update(e.content.encode("utf-8", "surrogatepass"))
+            h.update(repr(e.label).encode())
+        for q in t.queries:
+            h.update(q.text.encode())
+            h.update(",".join(q.evidence).encode())
+    return h.hexdigest()[:16]
+
+
+class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
+    """Predicts which entries of a transcript an agent will need.
+
+    Parameters
+    ----------
+    estimator:
+        A scikit-learn classifier with ``predict_proba``; ``None`` means a
+        histogram gradient-boosting classifier. Cloned for each model fitted.
+    features:
+        A :class:`FeatureExtractor`; ``None`` means the default one.
+    calibration:
+        ``"isotonic"``, ``"sigmoid"`` or ``None``: calibrate the probabilities
+        with cross-validation grouped by transcript.
+    cv:
+        Folds for calibration and for the cross-validated metrics.
+    cut_points:
+        How many history cuts per transcript for hindsight-labelled data.
+    random_state:
+        Seed for the estimator and the splits.
+    """
+
+    def __init__(
+        self,
+        *,
+        estimator: Any = None,
+        features: FeatureExtractor | None = None,
+        calibration: str | None = "isotonic",
+        cv: int = 3,
+        cut_points: int = 6,
+        random_state: int | None = 0,
+    ) -> None:
+        self.estimator = estimator
+        self.features = features
+        self.calibration = calibration
+        self.cv = cv
+        self.cut_points = cut_points
+        self.random_state = random_state
+
+    # -- fitting -------------------------------------------------------------
+    def _check_params(self) -> None:
+        if self.calibration not in ("isotonic", "sigmoid", None):
+            raise ValueError(f"calibration must be 'isotonic', 'sigmoid' or None (got {self.calibration!r})")
+        if not isinstance(self.cv, int) or self.cv < 2:
+            raise ValueError(f"cv must be an int >= 2 (got {self.cv!r})")
+        if not isinstance(self.cut_points, int) or self.cut_points < 1:
+            raise ValueError(f"cut_points must be a positive int (got {self.cut_points!r})")
+        if self.estimator is not None and not hasattr(self.estimator, "predict_proba"):
+            raise ValueError(
+                f"estimator must be a classifier with predict_proba (got {type(self.estimator).__name__})"
+            )
+
+    def _fit_one(self, rows: TrainingRows) -> Any:
+        from sklearn.calibration import CalibratedClassifierCV
+        from sklearn.model_selection import GroupKFold
+
+        base = clone(self.estimator) if self.estimator is not None else _default_estimator(self.random_state)
+        n_groups = len(np.unique(rows.groups))
+        if self.calibration is None or n_groups < 2 or rows.y.sum() < 2:
+            return base.fit(rows.X, rows.y)
+        splits = list(GroupKFold(n_splits=min(self.cv, n_groups)).split(rows.X, rows.y, rows.groups))
+        splits = [(tr, te) for tr, te in splits if 0 < rows.y[tr].sum() < len(tr)]
+        if not splits:
+            return base.fit(rows.X, rows.y)
+        model = CalibratedClassifierCV(base, method=self.calibration, cv=splits)
+        return model.fit(rows.X, rows.y)
+
+    def fit(self, transcripts: Iterable[Transcript], y: Any = None, *, progress: bool = False) -> ImportanceScorer:
+        """Learn from labelled transcripts; returns ``self``.
+
+        Every transcript must carry entry labels or queries with evidence; one that
+        has neither is an error naming it (label agent logs first with
+        :func:`salience.scorer.labels.label` or ``salience label``).
+        """
+        from salience.transcript import Transcript
+
+        self._check_params()
+        transcripts = list(transcripts)
+        if not transcripts:
+            raise ScorerError("fit needs at least one transcript (got none)")
+        for i, t in enumerate(transcripts):
+            if not isinstance(t, Transcript):
+                raise ScorerError(f"fit: item {i} must be a Transcript (got a {type(t).__name__})")
+            has_labels = any(e.label is not None for e in t.entries)
+            has_evidence = any(q.evidence for q in t.queries)
+            if not (has_labels or has_evidence):
+                raise ScorerError(
+                    f"transcript {t.id!r} has no entry labels and no queries with evidence: label it first "
+                    "(salience.scorer.labels.label or `salience label`)"
+                )
+        features = self.features if self.features is not None else FeatureExtractor()
+        self.features_ = clone(features).fit()
+        started = time.perf_counter()
+        prior_rows = build_rows(transcripts, self.features_, query=False, cut_points=self.cut_points)
+        query_rows = build_rows(transcripts, self.features_, query=True)
+        if len(prior_rows) == 0 or prior_rows.y.min() == prior_rows.y.max():
+            raise ScorerError(
+                "fit needs both needed and not-needed entries among the labels "
+                f"(got {int(prior_rows.y.sum())} needed of {len(prior_rows)} rows)"
+            )
+        self.prior_model_ = self._fit_one(prior_rows)
+        self.query_model_ = None
+        if len(query_rows) and 0 < query_rows.y.sum() < len(query_rows):
+            self.query_model_ = self._fit_one(query_rows)
+        self.feature_names_ = list(BASE_FEATURES)
+        self.query_feature_names_ = list(BASE_FEATURES + QUERY_FEATURES)
+        self.n_rows_ = {"prior": len(prior_rows), "query": len(query_rows)}
+        self.metadata_ = {
+            "library_version": __version__,
+            "format": _FORMAT,
+            "feature_names": self.feature_names_,
+            "query_feature_names": self.query_feature_names_,
+            "training_fingerprint": _fingerprint(transcripts),
+            "n_transcripts": len(transcripts),
+            "n_rows": self.n_rows_,
+            "positive_rate": {
+                "prior": float(prior_rows.y.mean()),
+                "query": float(query_rows.y.mean()) if len(query_rows) else None,
+            },
+            "domains": sorted({t.domain for t in transcripts if t.domain}),
+            "fit_seconds": round(time.perf_counter() - started, 2),
+            "metrics": {},
+        }
+        self._rows_cache = (prior_rows, query_rows)  # for cross-validated metrics; dropped on save
+        return self
+
+    # -- scoring ---------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "prior_model_"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with appropriate "
+                "arguments before using this estimator, or use salience.default_scorer()."
+            )
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        """Probability, per entry, that it is needed: shape ``(len(transcript.entries),)``, in [0, 1].
+
+        With ``query`` the score is query-aware; without, it is the prior that a
+        later step will need the entry. A scorer trained without query data scores
+        a query as the mean of its prior and the query's fused BM25/embedding rank.
+        """
+        self._check_fitted()
+        n = len(transcript.entries)
+        if n == 0:
+            return np.zeros(0, dtype=np.float64)
+        if query is not None and not isinstance(query, str):
+            raise TypeError(f"query must be a str or None (got {type(query).__name__})")
+        if query is not None and query.strip():
+            X = self.features_.transform_one(transcript, query)
+            if self.query_model_ is not None:
+                p = self.query_model_.predict_proba(X)[:, 1]
+            else:
+                prior = self.prior_model_.predict_proba(X[:, : len(BASE_FEATURES)])[:, 1]
+                rrf = X[:, len(BASE_FEATURES) + QUERY_FEATURES.index("rrf")]
+                p = 0.5 * prior + 0.5 * rrf
+        else:
+            X = self.features_.transform_one(transcript)
+            p = self.prior_model_.predict_proba(X)[:, 1]
+        return np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
+
+    def feature_importances(self, *, query: bool = False) -> dict[str, float]:
+        """Permutation-free importances: the mean gain the boosted trees give each feature.
+
+        Falls back to ``feature_importances_`` or ``coef_`` of other estimators;
+        empty when the estimator exposes none.
+        """
+        self._check_fitted()
+        model = self.query_model_ if query and self.query_model_ is not None else self.prior_model_
+        names = self.query_feature_names_ if model is self.query_model_ else self.feature_names_
+        estimators = [c.estimator for c in getattr(model, "calibrated_classifiers_", [])] or [model]
+        values = []
+        for est in estimators:
+            if hasattr(est, "feature_importances_"):
+                values.append(np.asarray(est.feature_importances_, dtype=float))
+            elif hasattr(est, "coef_"):
+                values.append(np.abs(np.asarray(est.coef_, dtype=float)).ravel())
+            elif hasattr(est, "_predictors"):
+                values.append(_hgb_gain(est, len(names)))
+        if not values:
+            return {}
+        mean = np.mean(values, axis=0)
+        total = mean.sum() or 1.0
+        return dict(sorted(zip(names, (mean / total).tolist()), key=lambda kv: -kv[1]))
+
+    # -- persistence -------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the fitted scorer to ``path`` (a JSON header line and a checksummed payload)."""
+        import joblib
+
+        self._check_fitted()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = dict(self.__dict__)
+        state.pop("_rows_cache", None)
+        buf = io.BytesIO()
+        joblib.dump({"class": type(self).__name__, "state": state}, buf, compress=3)
+        payload = buf.getvalue()
+        header = {
+            "magic": _MAGIC,
+            "format": _FORMAT,
+            "library_version": __version__,
+            "sha256": hashlib.sha256(payload).hexdigest(),
+            "metadata": self.metadata_,
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as fh:
+            fh.write(json.dumps(header, default=str).encode() + b"\n")
+            fh.write(payload)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def read_header(cls, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """The metadata header of a saved scorer, without loading the model."""
+        path = Path(path)
+        try:
+            with path.open("rb") as fh:
+                line = fh.readline(1_000_000)
+        except OSError as exc:
+            raise ScorerError(f"{path}: cannot read scorer file ({exc.strerror or exc})") from None
+        try:
+            header = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            header = None
+        if not isinstance(header, dict) or header.get("magic") != _MAGIC:
+            raise ScorerError(f"{path}: not a salience scorer file (no salience header)")
+        return header
+
+    @classmethod
+    def load(cls, path_or_uri: str | os.PathLike[str]) -> ImportanceScorer:
+        """Load a scorer saved with :meth:`save`, or an MLflow ``models:/`` / ``runs:/`` URI.
+
+        A file written by another library version, or changed after it was written,
+        is refused with a :class:`~salience.errors.ScorerError` that says which.
+        """
+        import joblib
+
+        text = os.fspath(path_or_uri)
+        if text.startswith(("models:/", "runs:/")):
+            try:
+                from salience.training.tracking import load_scorer
+            except ImportError as exc:  # pragma: no cover - tracking ships with the package
+                raise ScorerError(f"cannot load {text!r}: MLflow tracking is not available ({exc})") from None
+            return load_scorer(text)
+        path = Path(text)
+        header = cls.read_header(path)
+        if header.get("format") != _FORMAT or header.get("library_version") != __version__:
+            raise ScorerError(
+                f"{path}: written by salience {header.get('library_version')} (file format "
+                f"{header.get('format')}); this is salience {__version__} (format {_FORMAT}): retrain it with "
+                "`salience train`"
+            )
+        with path.open("rb") as fh:
+            fh.readline(1_000_000)
+            payload = fh.read()
+        if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+            raise ScorerError(f"{path}: the file was changed after it was saved (checksum mismatch); refusing to load")
+        try:
+            obj = joblib.load(io.BytesIO(payload))
+        except Exception as exc:
+            raise ScorerError(f"{path}: cannot read the scorer payload ({type(exc).__name__}: {exc})") from None
+        if not isinstance(obj, dict) or obj.get("class") != cls.__name__:
+            raise ScorerError(f"{path}: payload is not an {cls.__name__}")
+        scorer = cls.__new__(cls)
+        scorer.__dict__.update(obj["state"])
+        return scorer
+
+
+def _hgb_gain(est: Any, n_features: int) -> np.ndarray:
+    """Split-gain importances of a fitted HistGradientBoostingClassifier."""
+    gains = np.zeros(n_features)
+    for stage in est._predictors:
+        for predictor in stage:
+            nodes = predictor.nodes
+            inner = nodes[~nodes["is_leaf"].astype(bool)]
+            np.add.at(gains, inner["feature_idx"], np.maximum(inner["gain"], 0))
+    return gains
+
+
+@lru_cache(maxsize=1)
+def _default() -> ImportanceScorer:
+    if not DEFAULT_MODEL_PATH.exists():
+        raise ScorerError(
+            f"the bundled default scorer is missing ({DEFAULT_MODEL_PATH}); reinstall salience or train one "
+            "with `salience train PATH --out FILE`"
+        )
+    return ImportanceScorer.load(DEFAULT_MODEL_PATH)
+
+
+def default_scorer() -> ImportanceScorer:
+    """The scorer that ships with salience (trained on permissively licensed agent logs).
+
+    Loaded once per process.
+    """
+    return _default()

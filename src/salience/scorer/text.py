@@ -1,0 +1,195 @@
+"""Small text utilities the scorers share: entry text, words, keyword rules.
+
+Pure functions over strings and entries, no heavy imports. The keyword lists
+(:data:`DECISION_WORDS`, :data:`ERROR_PATTERNS`) are module constants so that the
+keyword baseline and the learned scorer's features read the same rules.
+
+>>> tokenize("Refund order #W123 for mia_li_3668, don't wait")
+['refund', 'order', 'w123', 'for', 'mia_li_3668', "don't", 'wait']
+>>> tokenize("确认预算")
+['确', '认', '预', '算', '确认', '认预', '预算']
+>>> content_words("What is the budget for the trip?")
+['budget', 'trip']
+>>> count_decision_words("We decided: budget must stay under $500. 必须确认")
+5
+>>> has_error_marker("Process finished with exit code 0")
+False
+>>> has_error_marker("ValueError: bad input")
+True
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from salience.transcript import Entry, Transcript
+
+__all__ = [
+    "DECISION_WORDS",
+    "ERROR_PATTERNS",
+    "STOPWORDS",
+    "content_words",
+    "count_decision_words",
+    "entry_text",
+    "entry_texts",
+    "has_error_marker",
+    "last_user_text",
+    "query_overlap",
+    "tokenize",
+    "truncate",
+]
+
+#: Words that mark a decision, a constraint or a commitment (English, then Chinese).
+#: English words match whole words, case-insensitively (``don't`` also with ``’``);
+#: Chinese ones match as substrings.
+DECISION_WORDS: tuple[str, ...] = (
+    "confirm",
+    "confirmed",
+    "decide",
+    "decided",
+    "decision",
+    "must",
+    "budget",
+    "don't",
+    "do not",
+    "rejected",
+    "deadline",
+    "compatible",
+    "required",
+    "never",
+    "always",
+    "important",
+    "确认",
+    "决定",
+    "必须",
+    "预算",
+    "不要",
+    "已否决",
+    "兼容",
+    "截止",
+)
+
+#: Regular expressions (case-sensitive) that mark an error in a tool result or a
+#: message: a Python traceback, an ``...Error`` name, ``failed``/``FAILED``, a
+#: non-zero exit code or status.
+ERROR_PATTERNS: tuple[str, ...] = (
+    r"Traceback \(most recent call last\)|\bTraceback\b",
+    r"\b[A-Za-z]*Error\b",
+    r"\b[Ff]ailed\b|\bFAILED\b",
+    r"\bexit (?:code|status)[ :=]*[1-9]\d*\b",
+)
+
+#: A small English stop-word list for query-overlap features (not used by BM25).
+STOPWORDS: frozenset[str] = frozenset(
+    """a about above after again all am an and any are as at be been before being below
+    between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers him his how i if in into is it its itself just me
+    more most my no nor not now of off on once only or other our ours out over own same she
+    should so some such than that the their theirs them then there these they this those
+    through to too under until up very was we were what when where which while who whom why
+    will with would you your yours please can't i'm it's let's ok okay""".split()
+)
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W{_CJK}]+(?:'[^\W{_CJK}]+)*")
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
+
+
+def _keyword_pattern(words: Iterable[str]) -> re.Pattern[str]:
+    parts = []
+    for word in words:
+        if _CJK_RUN.search(word):
+            parts.append(re.escape(word))
+        else:
+            body = r"\s+".join(re.escape(w) for w in word.split())
+            body = body.replace("'", "['’]")
+            parts.append(rf"\b{body}\b")
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+_DECISION_RE = _keyword_pattern(DECISION_WORDS)
+_ERROR_RE = re.compile("|".join(f"(?:{p})" for p in ERROR_PATTERNS))
+
+
+def truncate(text: str, max_chars: int) -> str:
+    """The first ``max_chars`` characters of ``text`` (the head is what readers see first)."""
+    return text if len(text) <= max_chars else text[:max_chars]
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased words of ``text``, for BM25 and overlap features.
+
+    Latin words, digits and underscores stay together (``mia_li_3668``, ``w123``),
+    an inner apostrophe too (``don't``); other punctuation splits. A run of CJK
+    characters gives its characters, then its bigrams, so Chinese text without
+    spaces still matches word-level queries.
+    """
+    tokens: list[str] = []
+    bigrams: list[str] = []
+    for match in _TOKEN.finditer(text.replace("’", "'").lower()):
+        word = match.group()
+        if _CJK_RUN.fullmatch(word):
+            tokens.extend(word)
+            bigrams.extend(word[i : i + 2] for i in range(len(word) - 1))
+        else:
+            tokens.append(word)
+    return tokens + bigrams
+
+
+def content_words(text: str) -> list[str]:
+    """:func:`tokenize` without :data:`STOPWORDS`, duplicates removed, order kept."""
+    seen: dict[str, None] = {}
+    for token in tokenize(text):
+        if token not in STOPWORDS:
+            seen.setdefault(token, None)
+    return list(seen)
+
+
+def query_overlap(query_words: Iterable[str], text: str) -> float:
+    """Share of ``query_words`` that occur among the words of ``text``, in [0, 1].
+
+    >>> query_overlap(["refund", "flight"], "Your flight HAT136 is booked")
+    0.5
+    """
+    wanted = set(query_words)
+    if not wanted:
+        return 0.0
+    return len(wanted & set(tokenize(text))) / len(wanted)
+
+
+def count_decision_words(text: str) -> int:
+    """How many :data:`DECISION_WORDS` occurrences ``text`` holds."""
+    return sum(1 for _ in _DECISION_RE.finditer(text))
+
+
+def has_error_marker(text: str) -> bool:
+    """True when ``text`` matches one of :data:`ERROR_PATTERNS`."""
+    return _ERROR_RE.search(text) is not None
+
+
+def entry_text(entry: Entry) -> str:
+    """The text a scorer reads for ``entry``: :attr:`Entry.text` (content, then each
+    call as ``name(arguments)``), prefixed with ``"<tool name>: "`` for tool entries
+    that carry a name.
+
+    >>> entry_text(Entry(id="r", role="tool", name="get_user", content='{"id": 7}'))
+    'get_user: {"id": 7}'
+    """
+    text = entry.text
+    if entry.role == "tool" and entry.name:
+        return f"{entry.name}: {text}" if text else entry.name
+    return text
+
+
+def entry_texts(transcript: Transcript) -> list[str]:
+    """:func:`entry_text` of every entry of ``transcript``, in order."""
+    return [entry_text(e) for e in transcript.entries]
+
+
+def last_user_text(transcript: Transcript) -> str | None:
+    """Content of the last user entry with non-blank content, or None if there is none."""
+    for entry in reversed(transcript.entries):
+        if entry.role == "user" and entry.content.strip():
+            return entry.content
+    return None

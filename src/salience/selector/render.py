@@ -1,0 +1,125 @@
+"""The text of trimmed and stubbed entries.
+
+Both leave a marker starting with ``[salience:`` that names the entry id, so an
+agent (or a tool the agent is given) can ask for the entry back with
+:meth:`salience.selector.compactor.Compaction.restore`.
+
+A trimmed entry keeps its head and its tail; the middle becomes one line::
+
+    [salience: trimmed 640 tokens (38 lines) from m12; restore id m12]
+
+A stub replaces the whole content with one line that keeps the entry's key
+values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
+
+>>> stub_text("m12", "tool", tokens=812, tool_name="get_reservation_details",
+...           values=["ZFA04Y", "HAT136"])
+'[salience: archived tool result m12 from get_reservation_details (812 tokens); values: ZFA04Y, HAT136; restore id m12]'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from salience.tokens import TokenCounter
+
+__all__ = ["MARKER", "stub_text", "trim_text"]
+
+#: Every marker salience writes into an entry starts with this.
+MARKER = "[salience:"
+
+#: Share of the kept tokens that go to the head (the rest to the tail).
+HEAD_SHARE = 0.6
+#: Longest value a stub quotes (longer ones are cut with "...").
+MAX_VALUE_CHARS = 40
+
+_KIND = {"tool": "tool result", "user": "user message", "assistant": "assistant message", "system": "system message"}
+
+
+def _snap(text: str, pos: int, span: int, *, after: bool) -> int:
+    """``pos`` moved to the nearest line start within ``span`` characters, else to
+    the nearest word start within 40, else left where it is.
+
+    A line start is the position just after a ``\n``. ``after`` says which side of
+    ``pos`` to prefer on a tie (the side that keeps fewer characters).
+    """
+    n = len(text)
+    if pos <= 0 or pos >= n:
+        return max(0, min(pos, n))
+    for sep, width in (("\n", max(1, span)), (" ", min(40, max(1, span)))):
+        lo, hi = max(0, pos - width), min(n, pos + width)
+        back = text.rfind(sep, lo, pos)
+        fwd = text.find(sep, pos, hi)
+        cands = [c + 1 for c in (back, fwd) if c >= 0]
+        if cands:
+            return min(cands, key=lambda c: (abs(c - pos), -c if after else c))
+    return pos
+
+
+def trim_text(
+    text: str,
+    keep: int,
+    counter: TokenCounter,
+    *,
+    entry_id: str,
+    total: int | None = None,
+) -> str | None:
+    """``text`` with about ``keep`` tokens kept (60% head, 40% tail) and the middle
+    replaced by a one-line marker; ``None`` when there is nothing worth cutting.
+
+    Cuts fall on line breaks when one is near (within 30% of the kept part, or 60 characters), else
+    on spaces (within 40 characters), else anywhere. The marker says how many tokens and line breaks were
+    cut, and the id that restores the entry.
+
+    >>> from salience.tokens import TokenCounter
+    >>> words = TokenCounter(lambda t: len(t.split()))
+    >>> text = "\\n".join(f"line {i} of the log" for i in range(20))
+    >>> print(trim_text(text, 10, words, entry_id="m3"))
+    line 0 of the log
+    [salience: trimmed 90 tokens (18 lines) from m3; restore id m3]
+    line 19 of the log
+    """
+    if not text:
+        return None
+    total = counter.count(text) if total is None else total
+    if keep < 0 or total <= 0 or keep >= total:
+        return None
+    chars_per_token = len(text) / total
+    head_chars = int(keep * HEAD_SHARE * chars_per_token)
+    tail_chars = int((keep - keep * HEAD_SHARE) * chars_per_token)
+    if head_chars + tail_chars >= len(text):
+        return None
+    head_end = _snap(text, head_chars, max(60, int(head_chars * 0.3)), after=False)
+    tail_start = _snap(text, len(text) - tail_chars, max(60, int(tail_chars * 0.3)), after=True)
+    if tail_start <= head_end:
+        return None
+    head, middle, tail = text[:head_end], text[head_end:tail_start], text[tail_start:]
+    cut = max(1, total - counter.count(head) - counter.count(tail))
+    lines = middle.count("\n")
+    line_part = f" ({lines} line{'s' if lines != 1 else ''})" if lines else ""
+    marker = f"{MARKER} trimmed {cut} token{'s' if cut != 1 else ''}{line_part} from {entry_id}; restore id {entry_id}]"
+    sep_head = "" if not head or head.endswith("\n") else "\n"
+    sep_tail = "\n" if tail else ""
+    return f"{head}{sep_head}{marker}{sep_tail}{tail}"
+
+
+def stub_text(
+    entry_id: str,
+    role: str,
+    *,
+    tokens: int,
+    tool_name: str | None = None,
+    values: Sequence[str] = (),
+    max_values: int = 8,
+) -> str:
+    """The one line that stands for an archived entry (see the module doc).
+
+    ``values`` beyond ``max_values`` are left out; each is cut to 40 characters.
+    """
+    kind = _KIND.get(role, f"{role} message")
+    source = f" from {tool_name}" if role == "tool" and tool_name else ""
+    shown = []
+    for v in list(values)[: max(0, max_values)]:
+        v = " ".join(v.split())
+        shown.append(v if len(v) <= MAX_VALUE_CHARS else v[: MAX_VALUE_CHARS - 3] + "...")
+    vals = f"; values: {', '.join(shown)}" if shown else ""
+    return f"{MARKER} archived {kind} {entry_id}{source} ({tokens} tokens){vals}; restore id {entry_id}]"

@@ -1,0 +1,746 @@
+"""The Compactor on hand-made OpenAI and Anthropic transcripts, and its sessions.
+
+The helpers ``assert_openai_valid`` and ``assert_anthropic_valid`` check what the
+providers' APIs require of tool calls; the property tests reuse them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from salience.errors import BudgetError, FormatError, ScorerError
+from salience.selector import compactor as compactor_module
+from salience.selector.compactor import Compaction, Compactor, PrefixReuse, detect_format
+from salience.selector.masking import Option, Phase, PhasePolicy
+from salience.tokens import TokenCounter
+from salience.transcript import Transcript
+from salience.values import extract_values
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+COUNTER = TokenCounter(words)
+
+
+# -- provider validity --------------------------------------------------------------------
+
+
+def openai_unanswered(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Call ids no tool message answers."""
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    return {c["id"] for m in messages for c in m.get("tool_calls") or [] if c["id"] not in answered}
+
+
+def assert_openai_valid(messages: Sequence[Mapping[str, Any]], *, may_be_unanswered: set[str] = frozenset()) -> None:
+    """Each tool message sits in the block of tool messages right after the assistant
+    message that made its call; each call is answered in that block (unless listed)."""
+    for i, m in enumerate(messages):
+        if m["role"] == "tool":
+            j = i - 1
+            while j >= 0 and messages[j]["role"] == "tool":
+                j -= 1
+            assert j >= 0 and messages[j]["role"] == "assistant", f"tool message {i} follows no assistant message"
+            ids = {c["id"] for c in messages[j].get("tool_calls") or []}
+            assert m["tool_call_id"] in ids, (
+                f"tool message {i} answers {m['tool_call_id']!r}, not a call of message {j}"
+            )
+        calls = m.get("tool_calls") or []
+        if calls:
+            block = set()
+            k = i + 1
+            while k < len(messages) and messages[k]["role"] == "tool":
+                block.add(messages[k]["tool_call_id"])
+                k += 1
+            missing = {c["id"] for c in calls} - block - set(may_be_unanswered)
+            assert not missing, f"calls {missing} of message {i} are not answered right after it"
+
+
+def assert_anthropic_valid(messages: Sequence[Mapping[str, Any]], *, may_be_unanswered: set[str] = frozenset()) -> None:
+    """Each tool_result is in the user message right after the assistant message with its
+    tool_use; each tool_use is answered there (unless listed); no empty content lists."""
+    for i, m in enumerate(messages):
+        assert m["role"] in ("user", "assistant"), f"message {i} has role {m['role']!r}"
+        content = m["content"]
+        if isinstance(content, list):
+            assert content, f"message {i} has an empty content list"
+        blocks = content if isinstance(content, list) else []
+        results = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
+        if results:
+            assert m["role"] == "user", f"message {i}: tool_result blocks in a {m['role']} message"
+            prev = messages[i - 1] if i > 0 else None
+            uses = {b["id"] for b in (prev or {}).get("content", []) if isinstance(b, Mapping)
+                    and b.get("type") == "tool_use"} if prev and isinstance(prev["content"], list) else set()
+            assert prev is not None and prev["role"] == "assistant" and set(results) <= uses, (
+                f"message {i}: tool results {results} do not answer the previous message's tool_use blocks"
+            )
+        uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+        if uses:
+            nxt = messages[i + 1] if i + 1 < len(messages) else None
+            answered = set()
+            if nxt is not None and isinstance(nxt["content"], list):
+                answered = {b.get("tool_use_id") for b in nxt["content"] if b.get("type") == "tool_result"}
+            missing = set(uses) - answered - set(may_be_unanswered)
+            assert not missing, f"tool_use {missing} of message {i} not answered in the next message"
+
+
+# -- fixtures ----------------------------------------------------------------------------
+
+
+def lines(prefix: str, n: int, per_line: int = 8) -> str:
+    return "\n".join(" ".join(f"{prefix}{i}w{j}" for j in range(per_line)) for i in range(n))
+
+
+RESERVATION = '{"reservation_id": "ZFA04Y", "user_id": "mia_li_3668",\n' + lines("res", 12) + '\n"flight": "HAT136"}'
+USER = '{"user_id": "mia_li_3668", "name": "Mia Li",\n' + lines("usr", 10) + '\n"payment": "credit_card_4421486"}'
+SEARCH = "flights JFK to SEA:\n" + lines("flt", 14) + "\nHAT039 departs 11:00"
+
+
+def call(cid: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def openai_messages() -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "You are an airline agent. Be brief."},
+        {"role": "user", "content": "Hi, change reservation ZFA04Y for user mia_li_3668."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            call("c1", "get_reservation_details", reservation_id="ZFA04Y"),
+            call("c2", "get_user_details", user_id="mia_li_3668"),
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": RESERVATION},
+        {"role": "tool", "tool_call_id": "c2", "name": "get_user_details", "content": USER},
+        {"role": "assistant", "content": "Your reservation ZFA04Y has flight HAT136. What should change?"},
+        {"role": "user", "content": "Search flights from JFK to SEA on May 20."},
+        {"role": "assistant", "content": "Searching now.", "tool_calls": [
+            call("c3", "search_direct_flight", origin="JFK", destination="SEA"),
+        ]},
+        {"role": "tool", "tool_call_id": "c3", "content": SEARCH},
+        {"role": "assistant", "content": "I found HAT039 at 11:00. Shall I book it?"},
+        {"role": "user", "content": "Yes, book HAT039."},
+    ]
+
+
+SYSTEM = "You are an airline agent. Be brief."
+
+
+def anthropic_messages() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Hi, change reservation ZFA04Y for user mia_li_3668."},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me look both up."},
+            {"type": "tool_use", "id": "t1", "name": "get_reservation_details", "input": {"reservation_id": "ZFA04Y"}},
+            {"type": "tool_use", "id": "t2", "name": "get_user_details", "input": {"user_id": "mia_li_3668"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": RESERVATION},
+            {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": USER}]},
+        ]},
+        {"role": "assistant", "content": "Your reservation ZFA04Y has flight HAT136. What should change?"},
+        {"role": "user", "content": "Search flights from JFK to SEA on May 20."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t3", "name": "search_direct_flight", "input": {"origin": "JFK"}},
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t3", "content": SEARCH}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "I found HAT039 at 11:00. Shall I book it?"}]},
+        {"role": "user", "content": "Yes, book HAT039."},
+    ]
+
+
+class DictScorer:
+    """Scores from a dict by entry id (default for the rest); records the queries it saw."""
+
+    def __init__(self, scores: Mapping[str, float] | None = None, default: float = 0.5) -> None:
+        self.scores = dict(scores or {})
+        self.default = default
+        self.queries: list[str | None] = []
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        self.queries.append(query)
+        return np.array([self.scores.get(e.id, self.default) for e in transcript.entries])
+
+
+class NoQueryScorer:
+    """A scorer whose score() takes no query at all."""
+
+    def score(self, transcript: Transcript) -> list[float]:
+        return [0.5] * len(transcript.entries)
+
+
+def make(**kwargs: Any) -> Compactor:
+    kwargs.setdefault("scorer", DictScorer())
+    kwargs.setdefault("counter", COUNTER)
+    return Compactor(**kwargs)
+
+
+def total_tokens(messages: Any, **kw: Any) -> int:
+    return make().compact(messages, budget=10**9, **kw).tokens
+
+
+STUB_RE = re.compile(
+    r"^\[salience: archived (tool result|user message|assistant message|system message) (\S+)"
+    r"(?: from (\S+))? \((\d+) tokens\)(?:; values: (.+))?; restore id (\S+)\]$"
+)
+
+
+# -- basics -----------------------------------------------------------------------------------
+
+
+def test_fits_returns_the_input_unchanged() -> None:
+    messages = openai_messages()
+    result = make().compact(messages, budget=100_000)
+    assert result.messages == messages
+    assert result.method == "fits" and result.scores is None and result.phase is None
+    assert result.kept == tuple(f"m{i}" for i in range(len(messages)))
+    assert not result.trimmed and not result.stubbed and not result.dropped and not result.archive
+    assert result.tokens == result.source_tokens == sum(COUNTER.count_entry(e) for e in result.transcript.entries)
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5, 0.7, 0.9], ids=lambda f: f"budget-{f}")
+def test_openai_result_is_valid_within_budget_and_restorable(fraction: float) -> None:
+    messages = openai_messages()
+    before = copy.deepcopy(messages)
+    budget = int(total_tokens(messages) * fraction)
+    result = make(pin_last=2).compact(messages, budget=budget)
+    assert messages == before, "input mutated"
+    assert result.tokens <= budget
+    assert result.tokens == sum(COUNTER.count_entry(e) for e in result.transcript.entries)
+    assert_openai_valid(result.messages)
+    assert result.format == "openai" and result.system is None
+    ids = [e.id for e in result.transcript.entries]
+    assert ids == sorted(ids, key=lambda x: int(x[1:])), "order changed"
+    assert {"m0", "m9", "m10"} <= set(result.kept), "pins must stay whole"
+    # the parallel group: the call and both results are kept together or dropped together
+    assert len({x in result.dropped for x in ("m2", "m3", "m4")}) == 1
+    assert result.restore(list(result.archive)) == messages
+    assert messages == before, "restore mutated the input"
+    assert set(result.archive) == set(result.trimmed) | set(result.stubbed) | set(result.dropped)
+    for x in result.archive:
+        assert result.archive[x] == result.source.entries[int(x[1:])]
+
+
+def test_stub_and_trim_renderings() -> None:
+    messages = openai_messages()
+    scorer = DictScorer({"m3": 0.01, "m4": 0.01, "m8": 0.3}, default=0.9)
+    budget = total_tokens(messages) - 150
+    result = make(scorer=scorer, pin_last=2, trim_keep=0.2).compact(messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.stubbed or result.trimmed
+    by_id = {e.id: e for e in result.transcript.entries}
+    for x in result.stubbed:
+        content = by_id[x].content
+        m = STUB_RE.match(content)
+        assert m, content
+        kind, eid, tool, tokens, values, restore_id = m.groups()
+        assert eid == restore_id == x
+        original = result.archive[x]
+        assert int(tokens) == COUNTER.count_entry(original)
+        if original.role == "tool":
+            assert tool == {"m3": "get_reservation_details", "m4": "get_user_details", "m8": "search_direct_flight"}[x]
+        assert (values or "").split(", ")[:2] == extract_values(original.content)[:2]
+        assert len((values or "").split(", ")) <= 8
+    for x in result.trimmed:
+        content = by_id[x].content
+        original = result.archive[x].content
+        marker = re.search(
+            r"\n?\[salience: trimmed (\d+) tokens(?: \((\d+) lines?\))? from (\S+); restore id (\S+)\]\n?", content
+        )
+        assert marker and marker.group(3) == marker.group(4) == x, content
+        head, tail = content[: marker.start()], content[marker.end():]
+        assert original.startswith(head) and original.endswith(tail)
+        assert words(content) < words(original)
+
+
+def test_exact_stub_line_for_a_tool_result() -> None:
+    messages = openai_messages()
+    scorer = DictScorer({"m3": 0.0}, default=0.95)
+    budget = total_tokens(messages) - words(RESERVATION) + 25
+    result = make(scorer=scorer, pin_last=0, critical=None, stub_values=3).compact(messages, budget=budget)
+    assert result.choices["m3"] is Option.STUB
+    tokens = COUNTER.count_entry(result.source.entries[3])
+    assert result.messages[3]["content"] == (
+        f"[salience: archived tool result m3 from get_reservation_details ({tokens} tokens); "
+        "values: ZFA04Y, mia_li_3668, res0w0; restore id m3]"
+    )
+    assert result.messages[3]["tool_call_id"] == "c1"
+
+
+def test_dropped_group_and_restore_brings_the_whole_group_back() -> None:
+    messages = openai_messages()
+    scorer = DictScorer({"m2": 0.0, "m3": 0.0, "m4": 0.0}, default=0.9)
+    pins_cost = sum(COUNTER.count_entry(e) for e in Transcript.from_openai(messages).entries[5:])
+    budget = pins_cost + COUNTER.count_entry(Transcript.from_openai(messages).entries[0]) + 20
+    result = make(scorer=scorer, pin_last=6).compact(messages, budget=budget)
+    assert {"m2", "m3", "m4"} <= set(result.dropped)
+    restored = result.restore(["m4"])  # a result whose call was dropped: the call and its sibling come back
+    assert_openai_valid(restored)
+    assert restored[:1] == result.messages[:1]
+    back = {json.dumps(m, sort_keys=True) for m in restored}
+    for i in (2, 3, 4):
+        assert json.dumps(messages[i], sort_keys=True) in back
+    assert restored[-6:] == messages[-6:]
+    assert result.restore([]) == result.messages
+    assert result.restore("m0") == result.messages  # kept ids are ignored
+    with pytest.raises(KeyError, match="no entry with id 'm99'"):
+        result.restore(["m99"])
+
+
+def test_assistant_with_calls_keeps_its_calls_when_its_text_is_cut() -> None:
+    messages = openai_messages()
+    messages[7]["content"] = "Searching now. " + lines("think", 12)
+    scorer = DictScorer({"m7": 0.0}, default=0.9)
+    budget = total_tokens(messages) - 60
+    result = make(scorer=scorer, pin_last=2, critical=None).compact(messages, budget=budget)
+    assert result.choices["m7"] in (Option.TRIM, Option.STUB)
+    out = {e.id: e for e in result.transcript.entries}
+    assert out["m7"].tool_calls == result.source.entries[7].tool_calls
+    assert [m for m in result.messages if m.get("tool_calls")][-1]["tool_calls"] == messages[7]["tool_calls"]
+    assert_openai_valid(result.messages)
+
+
+# -- Anthropic ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.6, 0.9], ids=lambda f: f"budget-{f}")
+def test_anthropic_round_trip_validity_and_restore(fraction: float) -> None:
+    messages = anthropic_messages()
+    before = copy.deepcopy(messages)
+    budget = int(total_tokens(messages, system=SYSTEM) * fraction)
+    result = make(pin_last=2).compact(messages, system=SYSTEM, budget=budget)
+    assert messages == before
+    assert result.format == "anthropic"
+    assert result.system == SYSTEM
+    assert result.tokens <= budget
+    assert_anthropic_valid(result.messages)
+    assert result.restore(list(result.archive)) == messages
+    assert result.restore_transcript(list(result.archive)).anthropic_system() == SYSTEM
+    # the two parallel results (entries m2 and m2.1) share their fate and their user message
+    assert ("m2" in result.dropped) == ("m2.1" in result.dropped) == ("m1" in result.dropped)
+
+
+def test_anthropic_stub_is_a_tool_result_block() -> None:
+    messages = anthropic_messages()
+    scorer = DictScorer({"m2": 0.0}, default=0.95)
+    budget = total_tokens(messages, system=SYSTEM) - words(RESERVATION) + 25
+    result = make(scorer=scorer, pin_last=0, critical=None).compact(messages, system=SYSTEM, budget=budget)
+    assert result.choices["m2"] is Option.STUB
+    block = result.messages[2]["content"][0]
+    assert block["type"] == "tool_result" and block["tool_use_id"] == "t1"
+    assert STUB_RE.match(block["content"]).group(3) == "get_reservation_details"
+    assert result.messages[2]["content"][1] == messages[2]["content"][1]  # the sibling stays as it was
+    assert_anthropic_valid(result.messages)
+
+
+def test_anthropic_system_blocks_come_back_as_given() -> None:
+    system = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    result = make(pin_last=2).compact(anthropic_messages(), system=system, budget=120)
+    assert result.system == system and result.system is not system
+
+
+# -- formats ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("messages", "system", "expected"),
+    [
+        ([{"role": "user", "content": "hi"}], None, "openai"),
+        ([{"role": "user", "content": "hi"}], "sys", "anthropic"),
+        ([{"role": "user", "content": [{"type": "text", "text": "hi"}]}], None, "openai"),
+        ([{"role": "user", "content": [{"type": "image", "source": {"type": "base64"}}]}], None, "anthropic"),
+        ([{"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "f", "input": {}}]}], None,
+         "anthropic"),
+        ([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], None, "openai"),
+        (Transcript(id="t"), None, "transcript"),
+    ],
+    ids=["plain", "system-kwarg", "text-parts", "anthropic-image", "tool-use", "openai-system", "transcript"],
+)
+def test_detect_format(messages: Any, system: Any, expected: str) -> None:
+    assert detect_format(messages, system=system) == expected
+
+
+def test_mixed_formats_are_an_error() -> None:
+    messages = [{"role": "system", "content": "s"}] + anthropic_messages()
+    with pytest.raises(FormatError, match="messages mix formats.*message 0 is OpenAI-style"):
+        make().compact(messages)
+    with pytest.raises(FormatError, match="must be a Transcript or a list"):
+        make().compact("hello")
+
+
+def test_format_can_be_forced_and_transcripts_come_back_as_transcripts() -> None:
+    t = Transcript.from_openai(openai_messages(), id="demo", domain="airline")
+    result = make(pin_last=2).compact(t, budget=150)
+    assert isinstance(result.messages, Transcript) and result.messages is result.transcript
+    assert result.messages.id == "demo" and result.messages.domain == "airline"
+    assert result.restore(list(result.archive)) == t
+    as_openai = make(pin_last=2).compact(t, budget=150, format="openai")
+    assert as_openai.messages == result.transcript.to_openai()
+    as_transcript = make(pin_last=2).compact(openai_messages(), budget=150, format="transcript")
+    assert isinstance(as_transcript.messages, Transcript)
+    with pytest.raises(ValueError, match="format must be one of 'openai', 'anthropic', 'transcript'"):
+        make().compact(openai_messages(), format="langchain")
+    with pytest.raises(ValueError, match="system= is only for Anthropic"):
+        make().compact(openai_messages(), system="x", format="openai")
+
+
+# -- budgets ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [0, -5, 2.5, "8k", True], ids=["zero", "negative", "float", "str", "bool"])
+def test_budget_must_be_a_positive_int(budget: Any) -> None:
+    with pytest.raises(ValueError, match=r"budget must be a positive int number of tokens \(got "):
+        make().compact(openai_messages(), budget=budget)
+    with pytest.raises(ValueError, match="budget must be a positive int"):
+        make(budget=budget).compact(openai_messages())
+
+
+def test_pins_over_budget_raise_with_the_numbers() -> None:
+    messages = openai_messages()
+    with pytest.raises(BudgetError, match=r"budget of 30 tokens is too small .* its 5 pinned entries .* need \d+ tokens"
+                       ) as info:
+        make(pin_last=4).compact(messages, budget=30)
+    err = info.value
+    assert err.budget == 30 and err.pins == 5  # system + last 4 (the last user turn is among them)
+    entries = Transcript.from_openai(messages).entries
+    assert err.required == sum(COUNTER.count_entry(e) for e in entries if e.id in {"m0", "m7", "m8", "m9", "m10"})
+    assert err.required > 30
+
+
+def test_keep_pins_returns_the_cheapest_valid_selection_flagged() -> None:
+    messages = openai_messages()
+    result = make(pin_last=3, on_over_budget="keep_pins").compact(messages, budget=30)
+    assert result.over_budget and result.tokens > 30
+    assert {"m0", "m8", "m9", "m10"} <= set(result.kept)
+    assert result.choices["m7"] in (Option.FULL, Option.TRIM, Option.STUB)  # the call its pinned result needs
+    assert {"m1", "m2", "m3", "m4", "m5", "m6"} <= set(result.dropped)
+    assert_openai_valid(result.messages)
+    assert "OVER BUDGET" in result.summary()
+
+
+def test_critical_pins_are_soft() -> None:
+    messages = openai_messages()
+    scorer = DictScorer({"m3": 0.99}, default=0.1)
+    result = make(scorer=scorer, pin_last=2).compact(messages, budget=70)  # m3 alone does not fit with the pins
+    assert result.tokens <= 70
+    assert result.choices["m3"] is not Option.FULL
+
+
+def test_critical_entries_escape_phase_masking() -> None:
+    t = Transcript.from_openai(openai_messages(), domain="airline")
+    budget = total_tokens(t) - 5
+    # CONFIRM-like phase: searches are stubbed at most, unless critical
+    masked = make(scorer=DictScorer({"m8": 0.9}), pin_last=1).compact(t, budget=budget, phase="confirm")
+    assert masked.choices["m8"] in (Option.STUB, Option.DROP) and masked.phase is Phase.CONFIRM
+    critical = make(scorer=DictScorer({"m8": 0.99}), pin_last=1).compact(t, budget=budget, phase="confirm")
+    assert critical.choices["m8"] is Option.FULL
+
+
+def test_phase_masking_by_domain_and_forced_phase() -> None:
+    t = Transcript.from_openai(openai_messages(), domain="airline")
+    budget = total_tokens(t) - 5
+    result = make(pin_last=1, critical=None).compact(t, budget=budget)
+    assert result.phase is Phase.LOOKUP  # the last call was a search
+    assert result.choices["m8"] is not Option.FULL  # LOOKUP trims searches (share 0.5 of the budget)
+    free = make(pin_last=1, critical=None, policy=PhasePolicy.chat()).compact(t, budget=budget)
+    assert free.phase is Phase.CHAT
+    with pytest.raises(ValueError, match="phase must be one of policy 'customer_service'"):
+        make().compact(t, budget=budget, phase="verify")
+
+
+def test_max_entry_tokens_trims_on_the_way_in() -> None:
+    messages = openai_messages()
+    messages[8]["content"] = lines("big", 60)
+    result = make(max_entry_tokens=200).compact(messages, budget=100_000)
+    assert result.method == "fits"
+    assert result.trimmed == ("m8",) and result.choices["m8"] is Option.TRIM
+    assert COUNTER.count_entry(result.transcript.entries[8]) <= 200
+    assert "[salience: trimmed" in result.messages[8]["content"]
+    assert result.archive["m8"].content == messages[8]["content"]
+    assert result.restore(["m8"]) == messages
+
+
+# -- scorers --------------------------------------------------------------------------------
+
+
+def test_query_reaches_the_scorer_and_scorers_without_query_work() -> None:
+    scorer = DictScorer()
+    make(scorer=scorer, pin_last=2).compact(openai_messages(), budget=150, query="book HAT039")
+    make(scorer=scorer, pin_last=2).compact(openai_messages(), budget=150)
+    assert scorer.queries == ["book HAT039", None]
+    assert make(scorer=NoQueryScorer(), pin_last=2).compact(openai_messages(), budget=150).tokens <= 150
+
+
+class BadScorer:
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def score(self, transcript: Transcript, query: str | None = None) -> Any:
+        return self.out(len(transcript.entries))
+
+
+@pytest.mark.parametrize(
+    ("out", "match"),
+    [
+        (lambda n: np.zeros(n - 1), r"must return shape \(11,\)"),
+        (lambda n: np.full(n, np.nan), r"scores must be in \[0, 1\] \(got nan for entry 'm0'\)"),
+        (lambda n: np.full(n, 1.5), r"got 1.5 for entry 'm0'"),
+        (lambda n: ["x"] * n, "must return an array of numbers"),
+    ],
+    ids=["shape", "nan", "above-one", "strings"],
+)
+def test_bad_scores_raise_scorer_error(out: Any, match: str) -> None:
+    with pytest.raises(ScorerError, match=match):
+        make(scorer=BadScorer(out)).compact(openai_messages(), budget=150)
+
+
+def test_default_scorer_falls_back_to_a_prior_when_the_model_module_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compactor_module._default_scorer.cache_clear()
+    monkeypatch.setitem(sys.modules, "salience.scorer.model", None)  # import raises ImportError
+    try:
+        result = Compactor(counter=COUNTER, pin_last=2).compact(openai_messages(), budget=150)
+        assert compactor_module._default_scorer().__class__.__name__ == "_PriorScorer"
+    finally:
+        compactor_module._default_scorer.cache_clear()
+    assert result.tokens <= 150
+    assert result.scores is not None and result.scores[-1] > result.scores[1]  # recency prior
+
+
+# -- parameters ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"pin_last": -1}, "parameter 'pin_last' must be an int >= 0"),
+        ({"pin_system": "yes"}, "parameter 'pin_system' must be a bool"),
+        ({"critical": 1.5}, r"parameter 'critical' must be a number in \(0, 1\] or None"),
+        ({"max_entry_tokens": 0}, "parameter 'max_entry_tokens' must be a positive int or None"),
+        ({"trim_keep": 1.0}, "parameter 'trim_keep' must be a float in"),
+        ({"trim_keep": 0}, "parameter 'trim_keep'"),
+        ({"stub_values": -1}, "parameter 'stub_values' must be an int >= 0"),
+        ({"retain": {"trim": 2}}, r"parameter 'retain\['trim'\]' must be a number in \(0, 1\]"),
+        ({"retain": {"trim": 0.1, "stub": 0.5}}, "at least as much for 'trim' as for 'stub'"),
+        ({"retain": {"keep": 0.5}}, r"unknown keys \['keep'\]"),
+        ({"solver": "fast"}, "parameter 'solver' must be one of 'auto', 'exact', 'greedy'"),
+        ({"on_over_budget": "ignore"}, "parameter 'on_over_budget' must be one of 'raise', 'keep_pins'"),
+        ({"policy": 3}, "parameter 'policy' must be a PhasePolicy, a domain name or None"),
+        ({"scorer": object()}, r"parameter 'scorer' must have a score\(transcript, query=None\) method"),
+        ({"counter": 3}, "parameter 'counter'"),
+        ({"profile": {"nope": 1}}, r"parameter 'profile' has unknown keys \['nope'\]"),
+        ({"profile": 5}, "parameter 'profile' must be a mapping"),
+    ],
+    ids=["pin_last", "pin_system", "critical", "max_entry_tokens", "trim_keep-float", "trim_keep-int",
+         "stub_values", "retain-range", "retain-order", "retain-keys", "solver", "on_over_budget", "policy",
+         "scorer", "counter", "profile-keys", "profile-type"],
+)
+def test_parameters_are_checked_at_compact_time(kwargs: dict, match: str) -> None:
+    compactor = make(**kwargs)  # storing never fails
+    with pytest.raises(ValueError, match=match):
+        compactor.compact(openai_messages(), budget=150)
+
+
+def test_scikit_learn_conventions() -> None:
+    sklearn_base = pytest.importorskip("sklearn.base")
+    c = make(budget=500, pin_last=2)
+    params = c.get_params()
+    assert params["budget"] == 500 and params["pin_last"] == 2 and "profile" in params
+    clone = sklearn_base.clone(c)
+    assert clone is not c and clone.get_params()["budget"] == 500
+    assert c.set_params(pin_last=3) is c and c.pin_last == 3
+    with pytest.raises(ValueError, match="unknown parameter 'pinlast'"):
+        c.set_params(pinlast=1)
+    assert repr(Compactor(budget=500)) == "Compactor(budget=500)"
+    with pytest.raises(TypeError):
+        Compactor(None)  # type: ignore[misc]  # keyword-only
+
+
+def test_profile_fills_defaults_and_explicit_values_win(tmp_path: Path) -> None:
+    messages = openai_messages()
+    scorer = DictScorer({"m0": 0.0, "m9": 0.0}, default=0.9)
+    base = make(scorer=scorer).compact(messages, budget=200)
+    assert {"m0", "m9"} <= set(base.kept)  # the system prompt and the last 4 are pinned
+    tuned = make(scorer=scorer, profile={"pin_last": 1, "pin_system": False}).compact(messages, budget=200)
+    assert "m0" not in tuned.kept and "m9" not in tuned.kept
+    explicit = make(scorer=scorer, pin_last=2, profile={"pin_last": 1}).compact(messages, budget=200)
+    assert "m9" in explicit.kept
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"compactor": {"budget": 200, "pin_last": 2}}))
+    assert make(profile=path).compact(messages).budget == 200
+    with pytest.raises(ValueError, match="not a readable JSON file"):
+        make(profile=tmp_path / "missing.json").compact(messages)
+
+
+def test_summary_and_repr_are_short() -> None:
+    result = make(pin_last=2).compact(openai_messages(), budget=150)
+    line = result.summary()
+    assert "\n" not in line and len(line) < 160
+    assert re.match(r"11 entries -> \d+ kept(, \d+ trimmed)?(, \d+ stubbed)?(, \d+ dropped)?; [\d,]+ -> \d+ tokens "
+                    r"\(budget 150(, phase \w+)?\)$", line), line
+    assert repr(result).startswith("Compaction(openai: 11 entries")
+    assert isinstance(result, Compaction)
+    assert result.scores is not None and not result.scores.flags.writeable
+
+
+def test_empty_input() -> None:
+    result = make().compact([], budget=10)
+    assert result.messages == [] and result.tokens == 0 and result.kept == ()
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+
+def history(steps: int, *, size: int = 6) -> list[dict[str, Any]]:
+    """An agent loop's history: per step a user turn, a call, its result, an answer."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You help."}]
+    for s in range(steps):
+        out.append({"role": "user", "content": f"question {s} about item{s}x"})
+        out.append({"role": "assistant", "content": None, "tool_calls": [call(f"c{s}", "lookup_item", n=s)]})
+        out.append({"role": "tool", "tool_call_id": f"c{s}", "content": lines(f"s{s}r", size)})
+        out.append({"role": "assistant", "content": f"answer {s}: item{s}x is fine"})
+    return out
+
+
+def test_session_is_a_noop_below_the_trigger() -> None:
+    session = make(pin_last=2).session(budget=10_000)
+    h = history(3)
+    first = session.compact(h)
+    assert first.messages == h and not session.triggered and session.prefix_reuse is None
+    second = session.compact(history(4))
+    assert second.messages == history(4)
+    assert session.prefix_reuse == PrefixReuse(messages=len(h), share=1.0, tokens=first.tokens)
+
+
+def test_session_settles_decisions_and_keeps_the_prefix() -> None:
+    budget = 400
+    session = make(pin_last=3, scorer=DictScorer(default=0.5)).session(budget=budget, trigger=0.9, min_removal=0.2)
+    assert session.target == 360 - 80
+    settled: dict[str, Any] = {}
+    triggers = 0
+    previous = None
+    for steps in range(1, 25):
+        h = history(steps)
+        before = copy.deepcopy(h)
+        result = session.compact(h)
+        assert h == before
+        assert result.tokens <= budget
+        assert_openai_valid(result.messages)
+        out = {e.id: e for e in result.transcript.entries}
+        if session.recompacted:
+            settled = {}
+        for x, rendering in settled.items():  # nothing once settled ever changes
+            assert out.get(x) == rendering, x
+        for x in result.trimmed + result.stubbed:
+            settled.setdefault(x, out[x])
+        for x in result.dropped:
+            settled.setdefault(x, None)
+        if session.triggered:
+            triggers += 1
+            assert result.tokens <= session.target or result.tokens <= budget
+        elif previous is not None:
+            assert session.prefix_reuse is not None and session.prefix_reuse.share == 1.0
+            assert result.messages[: len(previous.messages)] == previous.messages
+        previous = result
+    assert triggers >= 2 and session.compactions == triggers
+    assert session.full_recompactions == 0
+    assert result.restore(list(result.archive)) == history(24)
+
+
+def test_session_prefix_reuse_on_a_later_trigger() -> None:
+    session = make(pin_last=3).session(budget=400, trigger=0.9, min_removal=0.2)
+    reuse = []
+    for steps in range(1, 25):
+        session.compact(history(steps))
+        if session.triggered and session.compactions > 1:
+            reuse.append(session.prefix_reuse)
+    assert reuse, "expected a second compaction"
+    assert all(r is not None and r.messages >= 1 and r.tokens > 0 for r in reuse)
+
+
+def test_session_recompacts_when_settled_decisions_cannot_fit() -> None:
+    session = make(pin_last=1, pin_system=False).session(budget=300, trigger=0.9, min_removal=0.1)
+    h = history(8)
+    session.compact(h)
+    assert session.triggered and session.compactions == 1
+    assert any(o is not Option.FULL and o is not Option.DROP for o in session._last.choices.values())
+    # A last user turn so large that only dropping the old stubs makes room.
+    stub_cost = sum(COUNTER.count_entry(e) for e in session._last.transcript.entries
+                    if session._last.choices[e.id] is not Option.FULL)
+    big = {"role": "user", "content": " ".join(["word"] * (300 - 4 - stub_cost // 2))}
+    result = session.compact(h + [big])
+    assert session.recompacted and session.full_recompactions == 1
+    assert result.tokens <= 300
+
+
+def test_session_starts_over_when_the_history_changes() -> None:
+    session = make(pin_last=2).session(budget=400)
+    for steps in range(1, 12):
+        session.compact(history(steps))
+    other = history(5, size=7)
+    result = session.compact(other)
+    assert session.resets == 1
+    assert result.tokens <= 400
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"budget": 0}, "budget must be a positive int"),
+        ({"trigger": 0.0}, r"trigger must be a number in \(0, 1\]"),
+        ({"trigger": 1.5}, "trigger"),
+        ({"min_removal": 1.0}, r"min_removal must be a float in \[0, 1\)"),
+        ({"min_removal": -3}, "min_removal"),
+    ],
+    ids=["budget", "trigger-zero", "trigger-above-one", "removal-share", "removal-negative"],
+)
+def test_session_parameters(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        make().session(**kwargs)
+
+
+# -- real transcripts (skipped without ../shared/data) -----------------------------------------------
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _shared(name: str) -> Path:
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"shared data set {name!r} not found at {path} (put ../shared/data beside the repo)")
+    return path
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("name", "fmt"), [("tau-bench-airline", "openai"), ("swe-agent", "anthropic")],
+                         ids=["tau-bench-openai", "swe-agent-anthropic"])
+def test_real_transcripts_stay_valid_within_budget(name: str, fmt: str) -> None:
+    from salience import load_transcripts
+
+    transcripts = load_transcripts(_shared(name))[:8]
+    for t in transcripts:
+        compactor = Compactor(scorer=DictScorer(default=0.5), counter=COUNTER, pin_system=False, pin_last=2,
+                              policy=t.domain, on_over_budget="keep_pins")
+        if fmt == "openai":
+            messages, kwargs = t.to_openai(), {}
+        else:
+            messages, kwargs = t.to_anthropic(), {"system": t.anthropic_system() or "You code."}
+        before = copy.deepcopy(messages)
+        full = compactor.compact(messages, budget=10**9, **kwargs).tokens
+        result = compactor.compact(messages, budget=max(1, full // 4), **kwargs)
+        assert messages == before
+        assert result.tokens <= full // 4 or result.over_budget
+        if fmt == "openai":
+            assert_openai_valid(result.messages, may_be_unanswered=set(t.unanswered_calls()))
+        else:
+            assert_anthropic_valid(result.messages, may_be_unanswered=set(t.unanswered_calls()))
+        assert result.restore(list(result.archive)) == messages

