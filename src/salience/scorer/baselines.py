@@ -191,6 +191,23 @@ class KeywordScorer(BaselineScorer):
         return total / weights if weights > 0 else np.zeros(len(texts))
 
 
+def build_bm25(docs: Sequence[list[str]], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> Any:
+    """A :class:`rank_bm25.BM25Okapi` index over ``docs`` (lists of words), with the idf
+    of words found in half of the documents or more floored at ``epsilon`` times the
+    mean idf (``epsilon`` if that mean is not positive), so short transcripts still rank
+    by matches. Empty documents are allowed.
+    """
+    from rank_bm25 import BM25Okapi
+
+    bm25 = BM25Okapi([d if d else ["\u0000"] for d in docs], k1=k1, b=b, epsilon=epsilon)
+    mean_idf = float(np.mean(list(bm25.idf.values()))) if bm25.idf else 0.0
+    floor = epsilon * mean_idf if mean_idf > 0 else epsilon
+    for word, idf in bm25.idf.items():
+        if idf <= 0:
+            bm25.idf[word] = floor
+    return bm25
+
+
 class BM25Scorer(BaselineScorer):
     """BM25 (Okapi, :mod:`rank_bm25`) of each entry against the query.
 
@@ -213,20 +230,13 @@ class BM25Scorer(BaselineScorer):
         self.epsilon = epsilon
 
     def _score(self, transcript: Transcript, query: str | None) -> np.ndarray:
-        from rank_bm25 import BM25Okapi
-
         n = len(transcript.entries)
         reference = _reference_text(transcript, query)
         terms = tokenize(reference) if reference else []
         docs = [tokenize(t) for t in entry_texts(transcript)]
         if not terms or not any(docs):
             return np.zeros(n)
-        bm25 = BM25Okapi(docs, k1=self.k1, b=self.b, epsilon=self.epsilon)
-        mean_idf = float(np.mean(list(bm25.idf.values())))
-        floor = self.epsilon * mean_idf if mean_idf > 0 else self.epsilon
-        for word, idf in bm25.idf.items():
-            if idf <= 0:
-                bm25.idf[word] = floor
+        bm25 = build_bm25(docs, k1=self.k1, b=self.b, epsilon=self.epsilon)
         scores = np.maximum(np.asarray(bm25.get_scores(terms), dtype=np.float64), 0.0)
         top = scores.max()
         return scores / top if top > 0 else scores

@@ -23,7 +23,6 @@ again after one new message, costs little.
 from __future__ import annotations
 
 import math
-import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from salience.scorer.baselines import build_bm25
+from salience.scorer.text import content_words, count_decision_words, count_error_markers, entry_text, tokenize
 from salience.tokens import as_counter
 from salience.tooltypes import ToolType, tool_type
 from salience.values import call_values, extract_values
@@ -39,43 +40,14 @@ from salience.values import call_values, extract_values
 if TYPE_CHECKING:
     from salience.transcript import Transcript
 
-__all__ = [
-    "BASE_FEATURES",
-    "DECISION_WORDS",
-    "ERROR_MARKERS",
-    "QUERY_FEATURES",
-    "FeatureExtractor",
-    "tokenize",
-]
+__all__ = ["BASE_FEATURES", "QUERY_FEATURES", "FeatureExtractor"]
 
-#: Decision and constraint words, English and Chinese.
-DECISION_WORDS: tuple[str, ...] = (
-    "confirm", "confirmed", "decide", "decided", "decision", "must", "budget", "don't", "do not", "never",
-    "always", "rejected", "reject", "deadline", "compatible", "required", "requirement", "constraint",
-    "important", "prefer", "preference", "agreed", "approve", "approved", "only", "cannot", "can't",
-    "should not", "shouldn't", "limit", "at most", "at least", "policy", "yes", "plan", "goal",
-    "确认", "决定", "必须", "预算", "不要", "已否决", "兼容", "截止", "要求", "禁止",
-)
-#: Markers of errors and failures in tool output.
-ERROR_MARKERS: tuple[str, ...] = (
-    "traceback", "error", "exception", "failed", "failure", "exit code", "exit status", "not found",
-    "assert", "invalid", "denied", "unable", "cannot", "warning", "错误", "失败",
-)
 _TIME_WORDS = (
     "yesterday", "today", "tomorrow", "last week", "next week", "last month", "next month", "last year",
     "ago", "weekend", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
     "november", "december", "2019", "2020", "2021", "2022", "2023", "2024", "2025", "since", "when",
 )
-_STOPWORDS = frozenset(
-    "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
-    "these those i you he she we they me him her us them my your his our their what which who whom whose when "
-    "where why how do does did doing have has had having not no yes so than then there here can could would "
-    "should will just about into over after before up down out off again further once all any both each few "
-    "more most other some such only own same too very s t don now".split()
-)
-_WORD = re.compile(r"[\w'’]+", re.UNICODE)
-
 _ROLES = ("system", "user", "assistant", "tool")
 _TYPES = tuple(t.value for t in ToolType)
 
@@ -124,15 +96,6 @@ QUERY_FEATURES: tuple[str, ...] = (
     "speaker_in_query",
     "time_match",
 )
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased words without stop words, for BM25 and overlap features.
-
-    >>> tokenize("When did Caroline go to the LGBTQ support group?")
-    ['caroline', 'go', 'lgbtq', 'support', 'group']
-    """
-    return [w for w in (m.group(0).lower().strip("'’") for m in _WORD.finditer(text)) if w and w not in _STOPWORDS]
 
 
 def _count_any(text: str, words: Sequence[str]) -> int:
@@ -278,7 +241,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         col = {name: j for j, name in enumerate(BASE_FEATURES)}
         if n == 0:
             return _Base(X, None, [], [], [], None)
-        texts = [e.text for e in entries]
+        texts = [entry_text(e) for e in entries]
         words = [tokenize(t) for t in texts]
         values = [_entry_values(e) for e in entries]
         value_sets = [set(v) for v in values]
@@ -378,8 +341,8 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             tokens = counter.count_entry(e)
             row[col["log_tokens"]] = math.log1p(tokens)
             text = texts[i]
-            row[col["decision_words"]] = math.log1p(_count_any(text, DECISION_WORDS))
-            row[col["error_markers"]] = math.log1p(_count_any(text, ERROR_MARKERS))
+            row[col["decision_words"]] = math.log1p(count_decision_words(text))
+            row[col["error_markers"]] = math.log1p(count_error_markers(text))
             row[col["domain_words"]] = math.log1p(_count_any(text, domain_words)) if domain_words else 0.0
             row[col["n_values"]] = math.log1p(len(value_sets[i]))
             row[col["value_density"]] = 100.0 * len(value_sets[i]) / max(tokens, 1)
@@ -403,9 +366,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
 
         bm25 = None
         if any(words):
-            from rank_bm25 import BM25Okapi
-
-            bm25 = BM25Okapi([w if w else ["\u0000"] for w in words])
+            bm25 = build_bm25(words)
         return _Base(X, emb, words, value_sets, names, bm25)
 
     def query_block(self, transcript: Transcript, query: str, base: _Base | None = None) -> np.ndarray:
@@ -416,7 +377,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         if n == 0:
             return Q
         col = {name: j for j, name in enumerate(QUERY_FEATURES)}
-        qwords = tokenize(query)
+        qwords = content_words(query)
         if base.bm25 is not None and qwords:
             bm = np.asarray(base.bm25.get_scores(qwords), dtype=np.float64)
         else:

@@ -229,20 +229,40 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
                 f"estimator must be a classifier with predict_proba (got {type(self.estimator).__name__})"
             )
 
-    def _fit_one(self, rows: TrainingRows) -> Any:
-        from sklearn.calibration import CalibratedClassifierCV
+    def _new_estimator(self) -> Any:
+        return clone(self.estimator) if self.estimator is not None else _default_estimator(self.random_state)
+
+    def _fit_one(self, rows: TrainingRows, prefix: str) -> tuple[Any, dict[str, float]]:
+        """One model on ``rows``, calibrated on grouped out-of-fold predictions, and the
+        cross-validated metrics those same predictions give (names start with ``cv_<prefix>_``).
+        """
+        from contextlib import nullcontext
+
+        groups = np.unique(rows.groups)
+        oof = np.full(len(rows.y), np.nan)
+        # OpenMP threads cost more than they give below ~100k rows (and much more on a busy machine)
+        limit = _threadpools().limit(limits=1, user_api="openmp") if len(rows.y) < 100_000 else nullcontext()
+        with limit:
+            return self._fit_folds(rows, groups, oof, prefix)
+
+    def _fit_folds(
+        self, rows: TrainingRows, groups: np.ndarray, oof: np.ndarray, prefix: str
+    ) -> tuple[Any, dict[str, float]]:
         from sklearn.model_selection import GroupKFold
 
-        base = clone(self.estimator) if self.estimator is not None else _default_estimator(self.random_state)
-        n_groups = len(np.unique(rows.groups))
-        if self.calibration is None or n_groups < 2 or rows.y.sum() < 2:
-            return base.fit(rows.X, rows.y)
-        splits = list(GroupKFold(n_splits=min(self.cv, n_groups)).split(rows.X, rows.y, rows.groups))
-        splits = [(tr, te) for tr, te in splits if 0 < rows.y[tr].sum() < len(tr)]
-        if not splits:
-            return base.fit(rows.X, rows.y)
-        model = CalibratedClassifierCV(base, method=self.calibration, cv=splits)
-        return model.fit(rows.X, rows.y)
+        if len(groups) >= 2:
+            for tr, te in GroupKFold(n_splits=min(self.cv, len(groups))).split(rows.X, rows.y, rows.groups):
+                if 0 < rows.y[tr].sum() < len(tr):
+                    est = self._new_estimator().fit(rows.X[tr], rows.y[tr])
+                    oof[te] = _predict(est, rows.X[te])
+        model = self._new_estimator().fit(rows.X, rows.y)
+        ok = ~np.isnan(oof)
+        metrics: dict[str, float] = {}
+        if ok.sum() and 0 < rows.y[ok].sum() < ok.sum():
+            metrics = _classification_metrics(rows.y[ok], oof[ok], prefix)
+            if self.calibration is not None:
+                model = _Calibrated(model, _calibrator(self.calibration, oof[ok], rows.y[ok]))
+        return model, metrics
 
     def fit(self, transcripts: Iterable[Transcript], y: Any = None, *, progress: bool = False) -> ImportanceScorer:
         """Learn from labelled transcripts; returns ``self``.
@@ -277,10 +297,12 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
                 "fit needs both needed and not-needed entries among the labels "
                 f"(got {int(prior_rows.y.sum())} needed of {len(prior_rows)} rows)"
             )
-        self.prior_model_ = self._fit_one(prior_rows)
+        self.prior_model_, cv_metrics = self._fit_one(prior_rows, "prior")
         self.query_model_ = None
         if len(query_rows) and 0 < query_rows.y.sum() < len(query_rows):
-            self.query_model_ = self._fit_one(query_rows)
+            self.query_model_, query_metrics = self._fit_one(query_rows, "query")
+            cv_metrics.update(query_metrics)
+        self.cv_metrics_ = cv_metrics
         self.feature_names_ = list(BASE_FEATURES)
         self.query_feature_names_ = list(BASE_FEATURES + QUERY_FEATURES)
         self.n_rows_ = {"prior": len(prior_rows), "query": len(query_rows)}
@@ -298,9 +320,8 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
             },
             "domains": sorted({t.domain for t in transcripts if t.domain}),
             "fit_seconds": round(time.perf_counter() - started, 2),
-            "metrics": {},
+            "metrics": dict(cv_metrics),
         }
-        self._rows_cache = (prior_rows, query_rows)  # for cross-validated metrics; dropped on save
         return self
 
     # -- scoring ---------------------------------------------------------------
@@ -327,14 +348,14 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         if query is not None and query.strip():
             X = self.features_.transform_one(transcript, query)
             if self.query_model_ is not None:
-                p = self.query_model_.predict_proba(X)[:, 1]
+                p = _predict(self.query_model_, X)
             else:
-                prior = self.prior_model_.predict_proba(X[:, : len(BASE_FEATURES)])[:, 1]
+                prior = _predict(self.prior_model_, X[:, : len(BASE_FEATURES)])
                 rrf = X[:, len(BASE_FEATURES) + QUERY_FEATURES.index("rrf")]
                 p = 0.5 * prior + 0.5 * rrf
         else:
             X = self.features_.transform_one(transcript)
-            p = self.prior_model_.predict_proba(X)[:, 1]
+            p = _predict(self.prior_model_, X)
         return np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
 
     def feature_importances(self, *, query: bool = False) -> dict[str, float]:
@@ -346,7 +367,7 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         self._check_fitted()
         model = self.query_model_ if query and self.query_model_ is not None else self.prior_model_
         names = self.query_feature_names_ if model is self.query_model_ else self.feature_names_
-        estimators = [c.estimator for c in getattr(model, "calibrated_classifiers_", [])] or [model]
+        estimators = [model.estimator if isinstance(model, _Calibrated) else model]
         values = []
         for est in estimators:
             if hasattr(est, "feature_importances_"):
@@ -370,7 +391,6 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = dict(self.__dict__)
-        state.pop("_rows_cache", None)
         buf = io.BytesIO()
         joblib.dump({"class": type(self).__name__, "state": state}, buf, compress=3)
         payload = buf.getvalue()
@@ -443,6 +463,65 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         scorer = cls.__new__(cls)
         scorer.__dict__.update(obj["state"])
         return scorer
+
+
+class _Calibrated:
+    """A fitted classifier whose probabilities go through a fitted 1-d calibrator."""
+
+    def __init__(self, estimator: Any, calibrator: Any) -> None:
+        self.estimator = estimator
+        self.calibrator = calibrator
+        self.classes_ = getattr(estimator, "classes_", np.array([0, 1]))
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        raw = np.asarray(self.estimator.predict_proba(X)[:, 1])
+        if hasattr(self.calibrator, "predict_proba"):  # Platt: a logistic regression on the raw score
+            p = self.calibrator.predict_proba(raw.reshape(-1, 1))[:, 1]
+        else:  # isotonic
+            p = self.calibrator.predict(raw)
+        p = np.clip(p, 0.0, 1.0)
+        return np.column_stack([1.0 - p, p])
+
+
+def _calibrator(method: str, raw: np.ndarray, y: np.ndarray) -> Any:
+    """Isotonic regression or Platt's sigmoid from out-of-fold ``raw`` probabilities to ``y``."""
+    if method == "isotonic":
+        from sklearn.isotonic import IsotonicRegression
+
+        return IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(raw, y)
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=1e6).fit(raw.reshape(-1, 1), y)
+
+
+def _classification_metrics(y: np.ndarray, p: np.ndarray, prefix: str) -> dict[str, float]:
+    from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
+
+    return {
+        f"cv_{prefix}_roc_auc": float(roc_auc_score(y, p)),
+        f"cv_{prefix}_average_precision": float(average_precision_score(y, p)),
+        f"cv_{prefix}_brier": float(brier_score_loss(y, p)),
+        f"cv_{prefix}_positive_rate": float(y.mean()),
+    }
+
+
+@lru_cache(maxsize=1)
+def _threadpools() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _predict(model: Any, X: np.ndarray) -> np.ndarray:
+    """``predict_proba(X)[:, 1]`` on one thread when ``X`` is small.
+
+    OpenMP's thread start-up and spinning cost far more than a few hundred rows take
+    to predict (100x on a busy two-core machine), so small inputs run single-threaded.
+    """
+    if len(X) > 20_000:
+        return np.asarray(model.predict_proba(X)[:, 1])
+    with _threadpools().limit(limits=1, user_api="openmp"):
+        return np.asarray(model.predict_proba(X)[:, 1])
 
 
 def _hgb_gain(est: Any, n_features: int) -> np.ndarray:

@@ -30,6 +30,7 @@ __all__ = [
     "ERROR_PATTERNS",
     "STOPWORDS",
     "content_words",
+    "count_error_markers",
     "count_decision_words",
     "entry_text",
     "entry_texts",
@@ -161,6 +162,15 @@ def query_overlap(query_words: Iterable[str], text: str) -> float:
 def count_decision_words(text: str) -> int:
     """How many :data:`DECISION_WORDS` occurrences ``text`` holds."""
     return sum(1 for _ in _DECISION_RE.finditer(text))
+
+
+def count_error_markers(text: str) -> int:
+    """How many :data:`ERROR_PATTERNS` matches ``text`` holds.
+
+    >>> count_error_markers("Traceback (most recent call last): ValueError: x; 2 failed")
+    3
+    """
+    return sum(1 for _ in _ERROR_RE.finditer(text))
 
 
 def has_error_marker(text: str) -> bool:

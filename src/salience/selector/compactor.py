@@ -343,8 +343,35 @@ def _render(transcript: Transcript, fmt: str) -> tuple[Any, Any]:
     if fmt == "openai":
         return transcript.to_openai(), None
     if fmt == "anthropic":
-        return transcript.to_anthropic(), transcript.anthropic_system()
+        return _merge_same_role(transcript.to_anthropic()), transcript.anthropic_system()
     return transcript, None
+
+
+def _merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic messages with adjacent same-role messages merged into one.
+
+    Dropping a whole message can leave two user (or two assistant) messages side by
+    side, which Anthropic's API does not accept as given. Their content blocks are
+    joined (a string becomes a text block), ``tool_result`` blocks first as the API
+    requires; the first message's other keys are kept.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if out and out[-1].get("role") == message.get("role"):
+            prev = out[-1]
+            blocks = _as_blocks(prev.get("content")) + _as_blocks(message.get("content"))
+            results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+            others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+            prev["content"] = results + others
+        else:
+            out.append(message)
+    return out
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content or [])
 
 
 # --------------------------------------------------------------------------
@@ -653,6 +680,17 @@ class _Run:
         for i in fixed:
             pins[i] = False
         allowed[pins] = np.array([True, False, False, False])
+        if self.fmt == "anthropic":
+            # Anthropic wants the first message from the user: the first user turn may
+            # be trimmed or stubbed, never dropped.
+            first = next((i for i, e in enumerate(self.source.entries) if e.role != "system"), None)
+            if (
+                first is not None
+                and first not in fixed
+                and self.source.entries[first].role == "user"
+                and allowed[first, :_DROP].any()
+            ):
+                allowed[first, _DROP] = False
         exempt = pins.copy()
         for i in fixed:
             exempt[i] = True

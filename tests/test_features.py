@@ -1,0 +1,108 @@
+"""The feature extractor: columns, reference counts, query features, caching."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from salience import Entry, ToolCall, Transcript
+from salience.scorer.features import BASE_FEATURES, QUERY_FEATURES, FeatureExtractor
+
+
+def _col(name: str) -> int:
+    return (BASE_FEATURES + QUERY_FEATURES).index(name)
+
+
+@pytest.fixture
+def transcript() -> Transcript:
+    return Transcript(
+        id="t",
+        entries=(
+            Entry(id="s", role="system", content="You are an airline agent. You must confirm before booking."),
+            Entry(id="u", role="user", content="Hi, I am mia_li_3668 and want to change reservation ZFA04Y."),
+            Entry(id="a1", role="assistant", tool_calls=(ToolCall("c1", "get_user_details", '{"user_id": "mia_li_3668"}'),)),
+            Entry(id="r1", role="tool", name="get_user_details", tool_call_id="c1",
+                  content='{"reservations": ["ZFA04Y", "K1NW8N"], "card": "credit_card_4421486"}'),
+            Entry(id="a2", role="assistant",
+                  tool_calls=(ToolCall("c2", "get_reservation_details", '{"reservation_id": "ZFA04Y"}'),)),
+            Entry(id="r2", role="tool", name="get_reservation_details", tool_call_id="c2",
+                  content='{"flights": [{"flight_number": "HAT136"}], "payment": "credit_card_4421486"}'),
+            Entry(id="a3", role="assistant",
+                  tool_calls=(ToolCall("c3", "get_reservation_details", '{"reservation_id": "ZFA04Y"}'),)),
+            Entry(id="r3", role="tool", name="get_reservation_details", tool_call_id="c3",
+                  content='{"flights": [{"flight_number": "HAT136"}], "payment": "credit_card_4421486"}'),
+            Entry(id="a4", role="assistant", content="Your flight HAT136 is paid with credit_card_4421486."),
+        ),
+    )
+
+
+def test_shape_and_names(transcript: Transcript) -> None:
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    base = fe.transform_one(transcript)
+    both = fe.transform_one(transcript, "flight HAT136")
+    assert base.shape == (9, len(BASE_FEATURES))
+    assert both.shape == (9, len(BASE_FEATURES) + len(QUERY_FEATURES))
+    assert list(fe.get_feature_names_out()) == list(BASE_FEATURES + QUERY_FEATURES)
+    assert np.isfinite(both).all()
+
+
+def test_roles_tool_types_and_task(transcript: Transcript) -> None:
+    X = FeatureExtractor(use_embeddings=False).fit().transform_one(transcript)
+    assert X[0, _col("role_system")] == 1 and X[3, _col("role_tool")] == 1
+    assert X[3, _col("tooltype_database")] == 1
+    assert X[1, _col("is_task")] == 1 and X[1, _col("is_last_user")] == 1
+    assert X[0, _col("decision_words")] > 0  # "must", "confirm"
+
+
+def test_references_forward_and_superseded(transcript: Transcript) -> None:
+    X = FeatureExtractor(use_embeddings=False).fit().transform_one(transcript)
+    # the user's turn introduces mia_li_3668 and ZFA04Y, reused by the calls
+    assert X[1, _col("fwd_ref_steps")] > 0
+    # r1 introduces credit_card_4421486, which a4 uses
+    assert X[3, _col("fwd_ref_steps")] > 0
+    # r2 is the same read as r3 later: superseded; r3 is not
+    assert X[5, _col("superseded")] == 1 and X[7, _col("superseded")] == 0
+    # the final answer reuses earlier values
+    assert X[8, _col("bwd_ref_values")] > 0
+    assert X[8, _col("log_entries_after")] == 0
+
+
+def test_query_features_rank_the_matching_entry(transcript: Transcript) -> None:
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    X = fe.transform_one(transcript, "which card is credit_card_4421486")
+    bm25 = X[:, _col("bm25")]
+    assert bm25.argmax() in (3, 5, 7, 8)
+    assert X[bm25.argmax(), _col("bm25_rank")] == 1.0
+    assert X[3, _col("value_overlap")] == 1
+
+
+def test_base_features_are_cached_and_input_untouched(transcript: Transcript) -> None:
+    before = copy.deepcopy(transcript)
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    first = fe.base(transcript)
+    assert fe.base(transcript) is first
+    fe.transform_one(transcript, "q")
+    assert transcript == before
+
+
+def test_empty_transcript() -> None:
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    assert fe.transform_one(Transcript(id="e")).shape == (0, len(BASE_FEATURES))
+    assert fe.transform_one(Transcript(id="e"), "q").shape == (0, len(BASE_FEATURES) + len(QUERY_FEATURES))
+
+
+def test_bad_window() -> None:
+    with pytest.raises(ValueError, match="recent_window must be a positive int"):
+        FeatureExtractor(recent_window=0).fit()
+
+
+@pytest.mark.slow
+def test_embedding_features_with_the_real_model(transcript: Transcript) -> None:
+    fe = FeatureExtractor().fit()
+    X = fe.transform_one(transcript, "What flight is on the reservation?")
+    assert X[:, _col("sim_task")].max() > 0.3  # the task turn is similar to itself
+    assert np.isclose(X[1, _col("sim_task")], 1.0, atol=1e-4)
+    cos = X[:, _col("cos_query")]
+    assert cos[5] > cos[2] and cos[5] > cos[1]  # the reservation's flights, not the user lookup
