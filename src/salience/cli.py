@@ -59,6 +59,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("versions", "salience.training.registry_commands:add_versions_parser"),
     ("promote", "salience.training.registry_commands:add_promote_parser"),
     ("compact", "salience.selector.commands:add_compact_parser"),
+    ("demo", "salience.demo:add_demo_parser"),
     ("inspect", "salience.selector.commands:add_inspect_parser"),
 ]
 

@@ -191,6 +191,13 @@ class HindsightAUC:
         return self.auc
 
 
+_TITLES = {
+    BenchKind.QUERY: "evidence recall, query-aware",
+    BenchKind.AGNOSTIC: "evidence recall, query-agnostic",
+    BenchKind.REFERENCE: "agent reference recall",
+}
+
+
 def _json_float(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else round(float(x), 6)
 
@@ -269,21 +276,23 @@ class BenchReport:
                     out[f"over_budget_{c.kind}_{pct}pct{suffix}"] = float(c.over_budget[i])
         return out
 
-    def table(self) -> Table:
-        """A rich table: one row per method, one column per (figure, budget).
+    def table(self, kind: str | None = None) -> Table:
+        """A rich table: one row per method, one column per (figure, budget), or only
+        the columns of ``kind``.
 
         The scorer's row is bold; the best recall of each column (the oracle aside)
         is underlined; ``+k`` after a reference recall counts outputs over budget.
         """
         from rich.table import Table
 
+        curves = [c for c in self.curves if kind is None or c.kind == kind]
         columns: list[tuple[str, float]] = []
-        for c in self.curves:
+        for c in curves:
             for f in c.fractions:
                 if not any(k == c.kind and math.isclose(g, f) for k, g in columns):
                     columns.append((c.kind, f))
-        methods = list(dict.fromkeys(c.method for c in self.curves))
-        by = {(c.method, c.kind): c for c in self.curves}
+        methods = list(dict.fromkeys(c.method for c in curves))
+        by = {(c.method, c.kind): c for c in curves}
         best: dict[tuple[str, float], float] = {}
         for col in columns:
             values = [by[(m, col[0])].as_dict().get(col[1], math.nan) for m in methods
@@ -291,12 +300,17 @@ class BenchReport:
             finite = [v for v in values if math.isfinite(v)]
             if finite:
                 best[col] = max(finite)
-        ns = {c.kind: c.n for c in self.curves}
+        ns = {c.kind: c.n for c in curves}
         caption = "; ".join(f"{k}: n={ns[k]:,} {'steps' if k == BenchKind.REFERENCE else 'queries'}" for k in ns)
-        table = Table(title="Recall at budget (share of tokens kept)", caption=caption, title_justify="left")
-        table.add_column("method")
-        for kind, f in columns:
-            table.add_column(f"{kind} {_pct_label(f).replace('p', '.')}%", justify="right")
+        if kind is not None:
+            caption += "; columns: budget as a share of the history's tokens"
+        title = "Recall at budget (share of tokens kept)" if kind is None else _TITLES.get(kind, kind)
+        table = Table(title=title, caption=caption, title_justify="left", caption_justify="left",
+                      min_width=len(title) + 4)
+        table.add_column("method", no_wrap=True)
+        for k, f in columns:
+            pct = _pct_label(f).replace("p", ".")
+            table.add_column(f"{pct}%" if kind is not None else f"{k}\n{pct}%", justify="right", no_wrap=True)
         for m in methods:
             cells = []
             for col in columns:
@@ -331,9 +345,6 @@ class BenchReport:
         kinds = self.kinds
         if not kinds:
             raise ValueError("BenchReport.plot: nothing to plot (the report has no curves)")
-        titles = {BenchKind.QUERY: "evidence recall, query-aware",
-                  BenchKind.AGNOSTIC: "evidence recall, query-agnostic",
-                  BenchKind.REFERENCE: "agent reference recall"}
         fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.4), squeeze=False)
         methods = list(dict.fromkeys(c.method for c in self.curves))
         cmap = plt.get_cmap("tab10")
@@ -359,12 +370,13 @@ class BenchReport:
                         linewidth=3.0 if mine else 1.4, zorder=10 if mine else 2,
                         linestyle="--" if c.method == "oracle" else "-")
             unit = "steps" if kind == BenchKind.REFERENCE else "queries"
-            ax.set_title(f"{titles.get(kind, kind)} (n={n:,} {unit})", fontsize=10)
+            ax.set_title(f"{_TITLES.get(kind, kind)} (n={n:,} {unit})", fontsize=10)
+            ax.set_xticks(sorted({100 * f for c in self.curves if c.kind == kind for f in c.fractions}))
             ax.set_xlabel("budget (% of history tokens)")
             ax.set_ylabel("recall")
             ax.set_ylim(-0.02, 1.02)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8, loc="lower right")
+            ax.legend(fontsize=8, loc="best")
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    salience bench PATH... [--scorer FILE|models:/NAME/VERSION|models:/NAME@ALIAS|default]
+    salience bench PATH... [--scorer FILE|models:/NAME/VERSION|models:/NAME@ALIAS|baseline:NAME|default]
         [--budgets 0.05,0.1,0.25] [--kinds query,agnostic,reference] [--baselines bm25,fusion,...]
         [--split all|train|test] [--test-split 0.33] [--seed 0] [--max-steps N]
         [--plot [FILE]] [--json FILE] [--no-track]
@@ -72,12 +72,20 @@ def resolve_scorer(spec: str) -> tuple[Any, str | None]:
     """The scorer ``spec`` names, and its MLflow URI when it came from one.
 
     ``default``: :func:`salience.default_scorer`; ``models:/...`` or ``runs:/...``:
-    loaded through MLflow; anything else: a scorer file written by ``salience train``.
+    loaded through MLflow; ``baseline:NAME``: a baseline scorer
+    (:func:`~salience.scorer.baselines.make_baseline`); anything else: a scorer file
+    written by ``salience train``.
     """
+    from salience.scorer.baselines import make_baseline
     from salience.scorer.model import ImportanceScorer, default_scorer
 
     if spec == "default":
         return default_scorer(), None
+    if spec.startswith("baseline:"):
+        try:
+            return make_baseline(spec.partition(":")[2]), None
+        except SalienceError as exc:
+            raise SalienceError(f"--scorer: {exc}") from None
     if spec.startswith(("models:/", "runs:/")):
         return ImportanceScorer.load(spec), spec
     path = Path(spec)
@@ -103,8 +111,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     add_paths_argument(parser)
     parser.add_argument("--scorer", default="default", metavar="SCORER",
-                        help="a scorer file, models:/NAME/VERSION, models:/NAME@ALIAS, runs:/ID/PATH or 'default' "
-                        "(default: default)")
+                        help="a scorer file, models:/NAME/VERSION, models:/NAME@ALIAS, runs:/ID/PATH, "
+                        "baseline:NAME or 'default' (default: default)")
     parser.add_argument("--budgets", default=None, metavar="LIST",
                         help="budget fractions, e.g. 0.05,0.1,0.25 or 5%%,10%% (default: 0.05,0.1,0.25 for "
                         "evidence recall, 0.1,0.25 for reference recall)")
@@ -160,6 +168,10 @@ def run_bench(args: argparse.Namespace) -> int:
     if not 0.0 < args.test_split < 1.0:
         raise SalienceError(f"--test-split: expected a share in (0, 1) (got {args.test_split})")
     scorer, uri = resolve_scorer(args.scorer)
+    scorer_name = "salience"
+    if args.scorer.startswith("baseline:"):  # a baseline under test is not also its own baseline
+        scorer_name = args.scorer.partition(":")[2]
+        baselines = tuple(b for b in baselines if b != scorer_name)
     transcripts = load_inputs(args.paths)
     if args.split != "all":
         train, test = split_transcripts(transcripts, args.test_split, args.seed)
@@ -175,13 +187,13 @@ def run_bench(args: argparse.Namespace) -> int:
             progress.update(task, description=description, completed=done, total=total)
 
         report = run_benchmark(transcripts, scorer, fractions=budgets, baselines=baselines, kinds=kinds,
-                               max_steps=args.max_steps, progress=report_progress)
+                               scorer_name=scorer_name, max_steps=args.max_steps, progress=report_progress)
 
     out = stdout()
     split = "" if args.split == "all" else f" ({args.split} side of the split, seed {args.seed})"
     out.print(f"{len(transcripts):,} transcripts{split}; scorer: {args.scorer}")
-    if report.curves:
-        out.print(report.table())
+    for kind in report.kinds:
+        out.print(report.table(kind))
     for method, kind, reason in report.skipped:
         who = "" if method == "*" else f"{method} "
         out.print(f"skipped {who}{kind}: {reason}")
