@@ -514,8 +514,9 @@ def test_cli_bench_scorer_file(tmp_path: Path, capsys) -> None:
     (["--scorer", "baseline:nope"], "unknown baseline 'nope'"),
     (["--max-steps", "0"], "--max-steps"),
     (["--test-split", "1.5"], "--test-split"),
+    (["--plot", "data.jsonl"], "--plot: expected the name of a .png file"),
 ], ids=["baseline", "budget-word", "budget-pct", "budget-zero", "kind", "scorer-file", "scorer-baseline",
-        "max-steps", "test-split"])
+        "max-steps", "test-split", "plot-not-png"])
 def test_cli_bench_bad_input_exits_2(data_file: Path, extra: list[str], match: str, capsys) -> None:
     argv = ["bench", str(data_file), "--scorer", "baseline:random", *extra]
     assert main(argv) == 2

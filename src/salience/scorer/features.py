@@ -15,17 +15,27 @@ matrix with one row per entry. The columns come in two blocks:
 Without a query the query block is left out (``query_features=False``) so that
 the same extractor serves the query-agnostic prior and the query-aware score.
 
-Everything that does not depend on the query is cached per transcript, and the
-embeddings per entry text, so scoring the same history against many queries, or
-again after one new message, costs little.
+Everything that does not depend on the query is cached, so scoring the same
+history against many queries, or again after one new message, costs little:
+
+* per entry, by content (role, text, tool name, calls): its words, values, token
+  count, keyword counts and embedding (:data:`ENTRY_CACHE_SIZE` entries);
+* per growing transcript: the running state of the features that relate entries to
+  each other (first appearance and reuse of values, superseded calls,
+  near-duplicates, task and speakers). A transcript that extends one seen before
+  (the same entries first) costs its new entries plus an ``O(n)`` numpy assembly;
+  near-duplicates compare each new entry with the earlier ones, ``O(n)`` per new
+  entry (``O(n^2)`` on a cold transcript, in blocks).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,7 +48,7 @@ from salience.tooltypes import ToolType, tool_type
 from salience.values import call_values, extract_values
 
 if TYPE_CHECKING:
-    from salience.transcript import Transcript
+    from salience.transcript import Entry, Transcript
 
 __all__ = ["BASE_FEATURES", "QUERY_FEATURES", "FeatureExtractor"]
 
@@ -121,6 +131,43 @@ def _rank_pct(x: np.ndarray) -> np.ndarray:
     return 1.0 - ranks / n
 
 
+_COL = {name: j for j, name in enumerate(BASE_FEATURES)}
+_ROLE_CODE = {r: k for k, r in enumerate(_ROLES)}
+_ASSISTANT = _ROLE_CODE["assistant"]
+#: How many entries' position-free data (words, values, counts, embedding) one extractor keeps.
+ENTRY_CACHE_SIZE = 100_000
+#: How many entries the growing-transcript states of one extractor hold in all.
+PREFIX_CACHE_ENTRIES = 400_000
+#: Near-duplicate pairs are found this many new entries at a time (bounds memory).
+_DUP_BLOCK = 1024
+
+
+_LOG1P = np.array([math.log1p(k) for k in range(1024)])
+
+
+def _log1p(counts: np.ndarray) -> np.ndarray:
+    """``math.log1p`` of each whole number in ``counts`` (the very floats the row-by-row code gave)."""
+    global _LOG1P
+    c = np.asarray(counts).astype(np.int64)
+    top = int(c.max()) if c.size else 0
+    table = _LOG1P
+    if top >= len(table):
+        table = np.array([math.log1p(k) for k in range(max(top + 1, 2 * len(table)))])
+        _LOG1P = table
+    return table[c]
+
+
+@dataclass(slots=True)
+class _EntryData:
+    """What one entry contributes to the features wherever it stands; cached by content."""
+
+    static: np.ndarray  # its BASE_FEATURES row, only the columns that do not depend on other entries
+    words: list[str]
+    word_set: frozenset[str]
+    values: frozenset[str]
+    embedding: np.ndarray | None
+
+
 @dataclass(slots=True)
 class _Base:
     """Query-independent state of one transcript."""
@@ -128,9 +175,246 @@ class _Base:
     matrix: np.ndarray
     embeddings: np.ndarray | None
     words: list[list[str]]
-    values: list[set[str]]
+    values: list[frozenset[str]]
     names: list[str | None]
-    bm25: Any
+    word_sets: list[frozenset[str]] = field(default_factory=list)
+    index: Any = None  # the BM25 index, built on first use
+
+    @property
+    def bm25(self) -> Any:
+        """The BM25 index over the entries' words (None when no entry has a word)."""
+        if self.index is None and any(self.words):
+            self.index = build_bm25(self.words)
+        return self.index
+
+
+class _Prefix:
+    """Base features of a transcript that grows: entries are added one after another.
+
+    Every feature of entry ``i`` that depends on other entries is kept as running
+    state (first appearance of each value, who reused it, the last entry of each call
+    signature, near-duplicates, the task and speakers), updated in ``O(new entries)``
+    per extension. :meth:`assemble` turns the state into the feature matrix with
+    vectorised numpy. A cold computation is the same extension from an empty state,
+    so warm and cold results are the same by construction.
+    """
+
+    def __init__(self) -> None:
+        self.entries: tuple[Entry, ...] = ()
+        self.n = 0
+        self.cap = 0
+        width = len(BASE_FEATURES)
+        self.static = np.zeros((0, width))
+        self.emb: np.ndarray | None = None
+        self.role = np.zeros(0, dtype=np.int8)
+        self.fwd_entries = np.zeros(0)
+        self.fwd_steps = np.zeros(0)
+        self.fwd_values = np.zeros(0)
+        self.bwd_values = np.zeros(0)
+        self.superseded = np.zeros(0)
+        self.dup_later = np.zeros(0, dtype=bool)
+        self.speaker = np.zeros(0)
+        self.session_value = np.zeros(0)
+        self.session_numeric = np.zeros(0, dtype=bool)
+        self.data: list[_EntryData] = []
+        self.names: list[str | None] = []
+        self.first: dict[str, int] = {}
+        self.reused: list[set[str]] = []
+        self.call_sig: dict[str, tuple[str, str]] = {}
+        self.last_sig: dict[tuple[str, str], int] = {}
+        self.users: list[int] = []
+        self.first_speaker: str | None = None
+        self.max_session: Any = None
+        self.base: _Base | None = None
+
+    def _reserve(self, n: int, dim: int | None) -> None:
+        if self.emb is None and dim is not None:
+            self.emb = np.zeros((self.cap, dim), dtype=np.float32)
+        if n <= self.cap:
+            return
+        cap = max(64, n, 2 * self.cap)
+
+        def grow(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
+            out[: self.n] = a[: self.n]
+            return out
+
+        for name in ("static", "role", "fwd_entries", "fwd_steps", "fwd_values", "bwd_values", "superseded",
+                     "dup_later", "speaker", "session_value", "session_numeric"):
+            setattr(self, name, grow(getattr(self, name)))
+        if self.emb is not None:
+            self.emb = grow(self.emb)
+        self.cap = cap
+
+    def extend(self, entries: Sequence[Entry], data: Sequence[_EntryData], dim: int | None) -> None:
+        """Add ``entries`` (with their cached ``data``) after the ones seen so far."""
+        m = self.n
+        n = m + len(entries)
+        self._reserve(n, dim)
+        first, reused, call_sig, last_sig = self.first, self.reused, self.call_sig, self.last_sig
+        fwd_entries, fwd_steps, fwd_values, bwd_values = (self.fwd_entries, self.fwd_steps, self.fwd_values,
+                                                          self.bwd_values)
+        for i, (e, d) in enumerate(zip(entries, data), start=m):
+            role = e.role
+            self.static[i] = d.static
+            self.role[i] = _ROLE_CODE[role]
+            if self.emb is not None and d.embedding is not None:
+                self.emb[i] = d.embedding
+            self.data.append(d)
+            reused.append(set())
+            # first appearance of each value, and who reuses it
+            sources: set[int] = set()
+            for v in d.values:
+                j = first.get(v)
+                if j is None:
+                    first[v] = i
+                else:  # j < i: an entry's values are a set
+                    sources.add(j)
+                    if v not in reused[j]:
+                        reused[j].add(v)
+                        fwd_values[j] += 1
+                    bwd_values[i] += 1
+            for j in sources:
+                fwd_entries[j] += 1
+                if role == "assistant":
+                    fwd_steps[j] += 1
+            # superseded: a later call of the same tool with the same arguments, or a later
+            # tool result of the same tool with the same first line (re-read of a file)
+            sig = call_sig.get(e.tool_call_id) if e.tool_call_id else None
+            if sig is None and role == "tool":
+                sig = (e.name or "", e.content.split("\n", 1)[0][:200])
+            if sig is not None:
+                j = last_sig.get(sig)
+                if j is not None:
+                    self.superseded[j] = 1
+                last_sig[sig] = i
+            for c in e.tool_calls:
+                call_sig[c.id] = (c.name, c.arguments)
+            # task, speakers, sessions
+            if role == "user":
+                self.users.append(i)
+            name = e.name
+            self.names.append(name)
+            if self.first_speaker is None:
+                if role in ("user", "assistant") and name:
+                    self.first_speaker = name
+                    for j in range(i + 1):
+                        self.speaker[j] = float(self.names[j] == name)
+            else:
+                self.speaker[i] = float(name == self.first_speaker)
+            s = e.meta.get("session")
+            if isinstance(s, (int, float)):
+                self.session_numeric[i] = True
+                self.session_value[i] = float(s)
+                self.max_session = s if self.max_session is None else max(self.max_session, s)
+        # near-duplicate of a later entry of the same role (cosine > 0.95)
+        if self.emb is not None:
+            role_codes = self.role
+            for start in range(m, n, _DUP_BLOCK):
+                stop = min(n, start + _DUP_BLOCK)
+                sims = self.emb[:stop] @ self.emb[start:stop].T  # (stop, block)
+                later = np.arange(stop)[:, None] < np.arange(start, stop)[None, :]
+                same_role = role_codes[:stop, None] == role_codes[None, start:stop]
+                self.dup_later[:stop] |= ((sims > 0.95) & later & same_role).any(axis=1)
+        self.entries = self.entries + tuple(entries)
+        self.n = n
+        self.base = None
+
+    def assemble(self, recent_window: int) -> _Base:
+        """The base features of the ``n`` entries seen so far."""
+        if self.base is not None:
+            return self.base
+        n = self.n
+        X = self.static[:n].copy()
+        idx = np.arange(n)
+        is_step = self.role[:n] == _ASSISTANT
+        steps_after = np.cumsum(is_step[::-1])[::-1] - is_step  # assistant entries strictly after i
+        if self.users:
+            X[self.users[0], _COL["is_task"]] = 1
+            X[self.users[-1], _COL["is_last_user"]] = 1
+        position = idx / max(n - 1, 1)
+        X[:, _COL["position"]] = position
+        X[:, _COL["log_entries_after"]] = _log1p(n - 1 - idx)
+        X[:, _COL["log_steps_after"]] = _log1p(steps_after)
+        X[:, _COL["fwd_ref_entries"]] = _log1p(self.fwd_entries[:n])
+        X[:, _COL["fwd_ref_steps"]] = _log1p(self.fwd_steps[:n])
+        X[:, _COL["fwd_ref_values"]] = _log1p(self.fwd_values[:n])
+        X[:, _COL["bwd_ref_values"]] = _log1p(self.bwd_values[:n])
+        X[:, _COL["superseded"]] = self.superseded[:n]
+        emb = None
+        if self.emb is not None and n:
+            emb = self.emb[:n].copy()
+            if self.users:
+                X[:, _COL["sim_task"]] = emb @ emb[self.users[0]]
+            k = min(recent_window, n)
+            sims = emb @ emb[n - k:].T  # (n, k)
+            X[:, _COL["sim_recent_mean"]] = sims.mean(axis=1)
+            X[:, _COL["sim_recent_max"]] = sims.max(axis=1)
+            X[:, _COL["dup_later"]] = self.dup_later[:n]
+        X[:, _COL["speaker_first"]] = self.speaker[:n]
+        if self.max_session:
+            X[:, _COL["session_position"]] = np.where(
+                self.session_numeric[:n], self.session_value[:n] / self.max_session, position
+            )
+        else:
+            X[:, _COL["session_position"]] = position
+        data = self.data
+        self.base = _Base(X, emb, [d.words for d in data], [d.values for d in data], list(self.names),
+                          [d.word_set for d in data])
+        return self.base
+
+
+def _frozen(mapping: Mapping[str, str] | None) -> Any:
+    return None if mapping is None else tuple(sorted((str(k), str(v)) for k, v in mapping.items()))
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return all(x is y or (type(x) is type(y) and x == y) for x, y in zip(a, b))
+
+
+class _Caches:
+    """One extractor's caches for one set of parameters: per-entry data by content, and
+    the states of recently seen growing transcripts."""
+
+    def __init__(self, params: tuple[Any, ...], counter: Any) -> None:
+        self.params = params
+        self.counter = counter
+        self.dim: int | None = None
+        self.entries: dict[tuple[Any, ...], _EntryData] = {}
+        self.states: OrderedDict[int, _Prefix] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def put(self, key: tuple[Any, ...], data: _EntryData) -> None:
+        store = self.entries
+        store[key] = data
+        if len(store) > ENTRY_CACHE_SIZE:  # drop the oldest tenth
+            for old in list(itertools.islice(store, ENTRY_CACHE_SIZE // 10)):
+                store.pop(old, None)
+
+    def find(self, entries: tuple[Entry, ...]) -> _Prefix | None:
+        """The state whose entries are the longest prefix of ``entries``, if any."""
+        best: _Prefix | None = None
+        n = len(entries)
+        for state in reversed(self.states.values()):
+            m = state.n
+            if m > n or (best is not None and m <= best.n):
+                continue
+            if m and not (entries[m - 1] is state.entries[m - 1] or entries[m - 1] == state.entries[m - 1]):
+                continue
+            if state.entries == entries[:m]:
+                best = state
+                if m == n:
+                    break
+        return best
+
+    def keep(self, state: _Prefix, limit: int) -> None:
+        states = self.states
+        states[id(state)] = state
+        states.move_to_end(id(state))
+        total = sum(s.n for s in states.values())
+        while len(states) > 1 and (len(states) > max(limit, 1) or total > PREFIX_CACHE_ENTRIES):
+            _, old = states.popitem(last=False)
+            total -= old.n
 
 
 class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
@@ -153,7 +437,8 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     counter:
         Token counter (name or callable); default ``cl100k_base``.
     cache_size:
-        How many transcripts' base features to keep.
+        How many growing transcripts' states to keep (least recently used go first;
+        :data:`PREFIX_CACHE_ENTRIES` entries in all at most).
     """
 
     def __init__(
@@ -201,16 +486,19 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
 
         return default_embedder()
 
-    def _cache(self) -> OrderedDict[Any, _Base]:
-        cache: OrderedDict[Any, _Base] | None = getattr(self, "_base_cache", None)
-        if cache is None:
-            cache = OrderedDict()
-            object.__setattr__(self, "_base_cache", cache)
-        return cache
+    def _caches(self) -> _Caches:
+        """This extractor's caches, emptied whenever a parameter they depend on changed."""
+        params = (self.counter, tuple(self.domain_words), _frozen(self.tool_types), bool(self.use_embeddings),
+                  self.embedder)
+        caches: _Caches | None = getattr(self, "_runtime", None)
+        if caches is None or not _same(caches.params, params):
+            caches = _Caches(params, as_counter(self.counter))
+            object.__setattr__(self, "_runtime", caches)
+        return caches
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.pop("_base_cache", None)
+        state.pop("_runtime", None)
         return state
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -220,154 +508,68 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         return np.asarray(self._embedder().encode(list(texts)), dtype=np.float32)
 
     def base(self, transcript: Transcript) -> _Base:
-        """The query-independent state of ``transcript`` (cached)."""
-        key = (transcript.id, transcript.entries)
-        cache = self._cache()
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-            return hit
-        base = self._compute_base(transcript)
-        cache[key] = base
-        while len(cache) > self.cache_size:
-            cache.popitem(last=False)
-        return base
+        """The query-independent state of ``transcript`` (cached).
 
-    def _compute_base(self, transcript: Transcript) -> _Base:
+        Incremental: when ``transcript`` extends a transcript seen before (the same
+        entries first, new ones after), only the new entries' words, values, token
+        counts and embeddings are computed; the rest is the running state of the
+        earlier call and an ``O(n)`` numpy assembly. Per-entry data is also cached by
+        entry content, so a moved or repeated entry costs nothing either.
+        """
         entries = transcript.entries
-        n = len(entries)
-        counter = as_counter(self.counter)
-        X = np.zeros((n, len(BASE_FEATURES)), dtype=np.float64)
-        col = {name: j for j, name in enumerate(BASE_FEATURES)}
-        if n == 0:
-            return _Base(X, None, [], [], [], None)
-        texts = [entry_text(e) for e in entries]
-        words = [tokenize(t) for t in texts]
-        values = [_entry_values(e) for e in entries]
-        value_sets = [set(v) for v in values]
-        names = [e.name for e in entries]
-        roles = [e.role for e in entries]
-        is_step = np.array([r == "assistant" for r in roles])
-        steps_after = np.cumsum(is_step[::-1])[::-1] - is_step  # assistant entries strictly after i
-        users = [i for i, r in enumerate(roles) if r == "user"]
-        task = users[0] if users else None
-        last_user = users[-1] if users else None
+        caches = self._caches()
+        with caches.lock:
+            state = caches.find(entries)
+            if state is None:
+                state = _Prefix()
+            if state.n < len(entries):
+                new = entries[state.n:]
+                state.extend(new, self._entry_data(new, caches), caches.dim)
+            caches.keep(state, self.cache_size)
+            return state.assemble(self.recent_window)
 
-        # first appearance of each value, and who reuses it
-        first: dict[str, int] = {}
-        fwd_entries = np.zeros(n)
-        fwd_steps = np.zeros(n)
-        fwd_values = np.zeros(n)
-        bwd_values = np.zeros(n)
-        reused: list[set[str]] = [set() for _ in range(n)]
-        for i in range(n):
-            sources: set[int] = set()
-            for v in value_sets[i]:
-                j = first.get(v)
-                if j is None:
-                    first[v] = i
-                elif j != i:
-                    sources.add(j)
-                    reused[j].add(v)
-                    bwd_values[i] += 1
-            for j in sources:
-                fwd_entries[j] += 1
-                if roles[i] == "assistant":
-                    fwd_steps[j] += 1
-        for j in range(n):
-            fwd_values[j] = len(reused[j])
-
-        # superseded: a later call of the same tool with the same arguments, or a later
-        # tool result of the same tool with the same first line (re-read of a file)
-        call_sig: dict[str, tuple[str, str]] = {}
-        for e in entries:
-            for c in e.tool_calls:
-                call_sig[c.id] = (c.name, c.arguments)
-        seen_sig: dict[tuple[str, str], int] = {}
-        superseded = np.zeros(n)
-        for i in range(n - 1, -1, -1):
-            e = entries[i]
-            sig = call_sig.get(e.tool_call_id) if e.tool_call_id else None
-            if sig is None and e.role == "tool":
-                sig = (e.name or "", e.content.split("\n", 1)[0][:200])
-            if sig is not None:
-                if sig in seen_sig:
-                    superseded[i] = 1
-                seen_sig.setdefault(sig, i)
-
-        emb = None
-        sim_task = np.zeros(n)
-        sim_recent_mean = np.zeros(n)
-        sim_recent_max = np.zeros(n)
-        dup_later = np.zeros(n)
-        if self.use_embeddings:
-            emb = self.embed(texts)
-            if task is not None:
-                sim_task = emb @ emb[task]
-            k = min(self.recent_window, n)
-            recent = emb[n - k:]
-            sims = emb @ recent.T  # (n, k)
-            sim_recent_mean = sims.mean(axis=1)
-            sim_recent_max = sims.max(axis=1)
-            # near-duplicate of a later entry of the same role (cosine > 0.95)
-            if n > 1:
-                gram = emb @ emb.T
-                upper = np.triu(gram, k=1)
-                same_role = np.array(roles)[:, None] == np.array(roles)[None, :]
-                dup_later = ((upper > 0.95) & same_role).any(axis=1).astype(float)
-
+    def _entry_data(self, entries: Sequence[Entry], caches: _Caches) -> list[_EntryData]:
+        """The position-free data of ``entries``: cached by content, computed for the rest."""
+        store = caches.entries
+        keys = [(e.role, e.content, e.name, e.tool_calls) for e in entries]
+        out: list[_EntryData | None] = [store.get(k) for k in keys]
+        missing = [i for i, d in enumerate(out) if d is None]
+        if not missing:
+            return out  # type: ignore[return-value]
+        texts = [entry_text(entries[i]) for i in missing]
+        vectors = self.embed(texts) if self.use_embeddings else None
+        if vectors is not None and caches.dim is None:
+            caches.dim = int(vectors.shape[1])
         domain_words = tuple(w.lower() for w in self.domain_words)
-        speakers = [e.name for e in entries if e.role in ("user", "assistant") and e.name]
-        first_speaker = speakers[0] if speakers else None
-        sessions = [e.meta.get("session") for e in entries]
-        numeric_sessions = [s for s in sessions if isinstance(s, (int, float))]
-        max_session = max(numeric_sessions) if numeric_sessions else None
+        for row, (i, text) in enumerate(zip(missing, texts)):
+            d = self._one_entry(entries[i], text, caches.counter, domain_words)
+            if vectors is not None:
+                d.embedding = vectors[row].copy()
+            out[i] = d
+            caches.put(keys[i], d)
+        return out  # type: ignore[return-value]
 
-        for i, e in enumerate(entries):
-            row = X[i]
-            row[col[f"role_{e.role}"]] = 1
-            if e.role == "tool":
-                kind = tool_type(e.name, self.tool_types)
-                row[col[f"tooltype_{kind.value}"]] = 1
-            elif e.tool_calls:
-                kind = tool_type(e.tool_calls[0].name, self.tool_types)
-                row[col[f"tooltype_{kind.value}"]] = 1
-            row[col["n_tool_calls"]] = len(e.tool_calls)
-            row[col["is_task"]] = float(i == task)
-            row[col["is_last_user"]] = float(i == last_user)
-            row[col["position"]] = i / max(n - 1, 1)
-            row[col["log_entries_after"]] = math.log1p(n - 1 - i)
-            row[col["log_steps_after"]] = math.log1p(steps_after[i])
-            tokens = counter.count_entry(e)
-            row[col["log_tokens"]] = math.log1p(tokens)
-            text = texts[i]
-            row[col["decision_words"]] = math.log1p(count_decision_words(text))
-            row[col["error_markers"]] = math.log1p(count_error_markers(text))
-            row[col["domain_words"]] = math.log1p(_count_any(text, domain_words)) if domain_words else 0.0
-            row[col["n_values"]] = math.log1p(len(value_sets[i]))
-            row[col["value_density"]] = 100.0 * len(value_sets[i]) / max(tokens, 1)
-            row[col["digit_share"]] = sum(ch.isdigit() for ch in text) / max(len(text), 1)
-            row[col["fwd_ref_entries"]] = math.log1p(fwd_entries[i])
-            row[col["fwd_ref_steps"]] = math.log1p(fwd_steps[i])
-            row[col["fwd_ref_values"]] = math.log1p(fwd_values[i])
-            row[col["bwd_ref_values"]] = math.log1p(bwd_values[i])
-            row[col["superseded"]] = superseded[i]
-            row[col["dup_later"]] = dup_later[i]
-            row[col["sim_task"]] = sim_task[i]
-            row[col["sim_recent_mean"]] = sim_recent_mean[i]
-            row[col["sim_recent_max"]] = sim_recent_max[i]
-            row[col["speaker_first"]] = float(first_speaker is not None and e.name == first_speaker)
-            s = sessions[i]
-            row[col["session_position"]] = (
-                float(s) / max_session if isinstance(s, (int, float)) and max_session else row[col["position"]]
-            )
-            row[col["is_question"]] = float(e.content.rstrip().endswith("?"))
-            row[col["time_words"]] = math.log1p(_count_any(e.content, _TIME_WORDS))
-
-        bm25 = None
-        if any(words):
-            bm25 = build_bm25(words)
-        return _Base(X, emb, words, value_sets, names, bm25)
+    def _one_entry(self, e: Entry, text: str, counter: Any, domain_words: tuple[str, ...]) -> _EntryData:
+        row = np.zeros(len(BASE_FEATURES), dtype=np.float64)
+        row[_COL[f"role_{e.role}"]] = 1
+        if e.role == "tool":
+            row[_COL[f"tooltype_{tool_type(e.name, self.tool_types).value}"]] = 1
+        elif e.tool_calls:
+            row[_COL[f"tooltype_{tool_type(e.tool_calls[0].name, self.tool_types).value}"]] = 1
+        row[_COL["n_tool_calls"]] = len(e.tool_calls)
+        tokens = counter.count_entry(e)
+        values = frozenset(_entry_values(e))
+        row[_COL["log_tokens"]] = math.log1p(tokens)
+        row[_COL["decision_words"]] = math.log1p(count_decision_words(text))
+        row[_COL["error_markers"]] = math.log1p(count_error_markers(text))
+        row[_COL["domain_words"]] = math.log1p(_count_any(text, domain_words)) if domain_words else 0.0
+        row[_COL["n_values"]] = math.log1p(len(values))
+        row[_COL["value_density"]] = 100.0 * len(values) / max(tokens, 1)
+        row[_COL["digit_share"]] = sum(map(str.isdigit, text)) / max(len(text), 1)
+        row[_COL["is_question"]] = float(e.content.rstrip().endswith("?"))
+        row[_COL["time_words"]] = math.log1p(_count_any(e.content, _TIME_WORDS))
+        words = tokenize(text)
+        return _EntryData(static=row, words=words, word_set=frozenset(words), values=values, embedding=None)
 
     def query_block(self, transcript: Transcript, query: str, base: _Base | None = None) -> np.ndarray:
         """The query features of every entry of ``transcript`` for ``query``."""
@@ -414,7 +616,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             if qvalues:
                 Q[i, col["value_overlap"]] = len(qvalues & base.values[i])
             if qset:
-                Q[i, col["word_overlap"]] = len(qset & set(base.words[i])) / len(qset)
+                Q[i, col["word_overlap"]] = len(qset & base.word_sets[i]) / len(qset)
             name = base.names[i]
             Q[i, col["speaker_in_query"]] = float(bool(name) and name.lower() in low_query)  # type: ignore[union-attr]
         if q_time:

@@ -306,7 +306,7 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         self.feature_names_ = list(BASE_FEATURES)
         self.query_feature_names_ = list(BASE_FEATURES + QUERY_FEATURES)
         self.n_rows_ = {"prior": len(prior_rows), "query": len(query_rows)}
-        self.metadata_ = {
+        self.metadata_: dict[str, Any] = {
             "library_version": __version__,
             "format": _FORMAT,
             "feature_names": self.feature_names_,

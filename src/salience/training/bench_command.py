@@ -130,7 +130,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, default=None, metavar="N",
                         help="reference recall: at most N assistant steps per transcript, evenly spread")
     parser.add_argument("--plot", nargs="?", const="", default=None, metavar="FILE",
-                        help="write a PNG of recall against budget (to bench-<time>.png when no FILE is given)")
+                        help="write a PNG of recall against budget to FILE (a .png name), or to bench-<time>.png "
+                        "in the current folder when no FILE follows")
     parser.add_argument("--json", default=None, metavar="FILE", help="write the full report as JSON")
     parser.add_argument("--no-track", action="store_true",
                         help="do not log the metrics to MLflow (they are logged only for a models:/ scorer)")
@@ -167,6 +168,9 @@ def run_bench(args: argparse.Namespace) -> int:
         raise SalienceError(f"--max-steps: expected a positive integer (got {args.max_steps})")
     if not 0.0 < args.test_split < 1.0:
         raise SalienceError(f"--test-split: expected a share in (0, 1) (got {args.test_split})")
+    if args.plot and Path(args.plot).suffix.lower() != ".png":  # `--plot data.jsonl` must not overwrite data
+        raise SalienceError(f"--plot: expected the name of a .png file (got {args.plot!r}); put --plot last to "
+                            "write bench-<time>.png")
     scorer, uri = resolve_scorer(args.scorer)
     scorer_name = "salience"
     if args.scorer.startswith("baseline:"):  # a baseline under test is not also its own baseline

@@ -169,7 +169,8 @@ def run_train(args: argparse.Namespace) -> int:
     console.print(f"wrote {report.path}")
     if args.no_track:
         return 0
-    domain = args.domain or (meta.get("domains")[0] if len(meta.get("domains") or []) == 1 else "general")
+    domains = list(meta.get("domains") or [])
+    domain = args.domain or (domains[0] if len(domains) == 1 else "general")
     name = args.name or f"salience-{domain}"
     try:
         from salience.training.tracking import log_training_run

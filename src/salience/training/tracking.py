@@ -91,6 +91,7 @@ __all__ = [
     "load_scorer",
     "log_bench_metrics",
     "log_training_run",
+    "log_tuning_run",
     "promote",
     "read_scorer_model",
     "registry_uri",
@@ -840,4 +841,54 @@ def log_bench_metrics(
                 client.log_artifacts(run_id, str(f), f"{artifact_path}/{f.name}")
             else:
                 client.log_artifact(run_id, str(f), artifact_path)
+    return run_id
+
+
+def log_tuning_run(
+    profile_path: str | os.PathLike[str],
+    *,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    tags: Mapping[str, str] | None = None,
+    experiment: str = "salience-tune",
+) -> str:
+    """Log a ``salience tune`` run: ``params`` (plus ``salience_version`` and ``git_commit``),
+    ``metrics``, and the profile file at ``profile_path`` as an artifact (under ``profile/``),
+    in the experiment ``experiment``. Returns the run id.
+
+    Raises:
+        TrackingError: the store cannot be reached or used, a name is not valid for
+            MLflow, or the profile file is missing (one line; a started run is marked FAILED).
+    """
+    profile = _existing_files([profile_path], "profile file")[0]
+    all_params: dict[str, Any] = dict(params)
+    all_params.setdefault("salience_version", __version__)
+    commit = _git_commit()
+    if commit:
+        all_params.setdefault("git_commit", commit)
+    for key in all_params:
+        _check_name("param", key)
+    for key in metrics:
+        _check_name("metric", key)
+        _metric_value(key, metrics[key])
+    run_tags = {"salience.version": __version__, "salience.kind": "tune", **dict(tags or {})}
+    client, uri = _client()
+    run_id: str | None = None
+    try:
+        with _guard("logging the tuning run", uri):
+            from mlflow.entities import Param
+
+            exp_id = _experiment_id(client, experiment, uri)
+            run_id = client.create_run(exp_id, tags={k: str(v) for k, v in run_tags.items()}).info.run_id
+            plist = [Param(k, _param_value(v)) for k, v in all_params.items()]
+            for i in range(0, len(plist), 90):
+                client.log_batch(run_id, params=plist[i : i + 90])
+            _log_metrics(client, run_id, metrics)
+            client.log_artifact(run_id, str(profile), "profile")
+            client.set_terminated(run_id, "FINISHED")
+    except BaseException:
+        if run_id is not None:
+            with contextlib.suppress(Exception), _quiet():
+                client.set_terminated(run_id, "FAILED")
+        raise
     return run_id

@@ -50,7 +50,9 @@ from its values; duplicates redrawn). Candidate 0 is always the Compactor's defa
 (:data:`DEFAULT_PARAMS`), candidate 1 (with ``trials >= 2``) the pins ``salience bench``
 uses (:data:`~salience.training.bench.BENCH_COMPACTOR_PARAMS`: only the system prompt
 pinned), the rest random. ``pin_last_user`` is searched too: at tight ratios the last
-user turn alone can exceed the budget.
+user turn alone can exceed the budget. The candidates depend only on ``trials`` and
+``seed`` (:func:`sample_candidates`), never on scores, so the nested held-out figure
+stays honest.
 
 Not tuned, and why: phase budget shares (a JSON profile can name a policy only by
 domain, it cannot carry a :class:`~salience.selector.masking.PhasePolicy` or its
@@ -309,22 +311,23 @@ class TuneResult:
         from rich.table import Table
 
         unit = "steps" if self.metric == "reference" else "queries"
-        caption = (f"{sum(self.before.units):,} {unit} in {self.folds} folds; {self.trials} candidates; held-out: "
-                   "each fold scored with the candidate chosen on the other folds")
-        table = Table(title=f"{self.metric} recall at {_pct(self.target)} of the tokens"
-                      f"{f' ({self.domain})' if self.domain else ''}", caption=caption, title_justify="left")
-        table.add_column("params")
-        for i, n in enumerate(self.before.units, 1):
-            table.add_column(f"fold {i} (n={n})", justify="right")
-        table.add_column("mean ± std", justify="right")
-        table.add_column("held-out", justify="right")
-        table.add_column("over budget", justify="right")
-        rows = [("default", self.before, self.heldout_before), (f"tuned ({self.after.name})", self.after,
-                                                                  self.heldout_after)]
+        sizes = ", ".join(f"{n:,}" for n in self.before.units)
+        caption = (f"{unit} per fold: {sizes}; {self.trials} candidates; held-out: each fold scored with the "
+                   f"candidate chosen on the other folds; over budget: pins alone over the budget (scored 0)")
+        title = (f"{self.metric} recall at {_pct(self.target)} of the tokens"
+                 f"{f', domain {self.domain}' if self.domain else ''}")
+        table = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
+        table.add_column("params", no_wrap=True)
+        for i in range(1, self.folds + 1):
+            table.add_column(f"fold {i}", justify="right", no_wrap=True)
+        table.add_column("mean ± std", justify="right", no_wrap=True)
+        table.add_column("held-out", justify="right", no_wrap=True)
+        table.add_column("over budget", justify="right", no_wrap=True)
+        rows = [("default", self.before, self.heldout_before), ("tuned", self.after, self.heldout_after)]
         for label, c, held in rows:
             table.add_row(label, *(f"{f:.3f}" for f in c.folds), f"{c.mean:.3f} ± {c.std:.3f}",
                           "-" if not math.isfinite(held) else f"{held:.3f}", _pct(c.over_budget_share),
-                          style="bold" if label.startswith("tuned") else None)
+                          style="bold" if label == "tuned" else None)
         return table
 
     def params_table(self) -> Table:
@@ -412,10 +415,8 @@ class _MemoScorer:
     __slots__ = ("_memo", "name", "scorer")
 
     def __init__(self, scorer: Any) -> None:
-        from salience.training.bench import _name_of
-
         self.scorer = scorer
-        self.name = _name_of(scorer)
+        self.name = getattr(scorer, "name", None) or type(scorer).__name__
         self._memo: dict[int, tuple[Transcript, dict[str | None, np.ndarray]]] = {}
 
     def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
@@ -615,7 +616,8 @@ def tune_profile(
         raise SalienceError(f"nothing to tune on: {what} in the {len(items)} transcripts"
                             f"{f' of domain {domain!r}' if domain else ''}")
 
-    # folds by group
+    # folds by group; a fixed order (by group, then id) makes the result independent of the input order
+    measured.sort(key=lambda tu: (group_key(tu[0]), tu[0].id))
     keys = [group_key(t) for t, _ in measured]
     k = min(folds, len(set(keys)))
     fold_of = _fold_of_groups(keys, k, int(seed))
