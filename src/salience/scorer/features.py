@@ -501,6 +501,10 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         state.pop("_runtime", None)
         return state
 
+    def clear_cache(self) -> None:
+        """Forget every cached entry and transcript state (the embedder's own cache stays)."""
+        self.__dict__.pop("_runtime", None)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings of ``texts`` (zeros when embeddings are off)."""
         if not self.use_embeddings:

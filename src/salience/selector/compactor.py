@@ -69,9 +69,12 @@ back.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import itertools
 import json
 import math
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,7 +98,7 @@ __all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Comp
 #: Share of an entry's value each option keeps (FULL keeps 1.0, DROP 0).
 DEFAULT_RETAIN: Mapping[str, float] = MappingProxyType({"trim": 0.6, "stub": 0.15})
 #: Message formats :meth:`Compactor.compact` reads and writes.
-FORMATS: tuple[str, ...] = ("openai", "anthropic", "transcript")
+FORMATS: tuple[str, ...] = ("openai", "anthropic", "langchain", "transcript")
 ON_OVER_BUDGET: tuple[str, ...] = ("raise", "keep_pins")
 #: Recency tie-breaker added to scores (scaled by position, at most this much).
 EPSILON = 1e-3
@@ -303,6 +306,8 @@ def detect_format(messages: Any, *, system: Any = None) -> str:
         return "transcript"
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise FormatError(f"messages must be a Transcript or a list of message mappings (got {_got(messages)})")
+    if _is_langchain_list(messages):
+        return "langchain"
     anthropic = system is not None or any(_is_anthropic_message(m) for m in messages)
     if anthropic:
         clash = next((i for i, m in enumerate(messages) if _is_openai_message(m)), None)
@@ -314,7 +319,28 @@ def detect_format(messages: Any, *, system: Any = None) -> str:
     return "openai"
 
 
-def _to_transcript(messages: Any, *, system: Any, format: str | None) -> tuple[Transcript, str]:
+def _langchain_base() -> Any:
+    """LangChain's ``BaseMessage`` class if LangChain is loaded (no LangChain message can exist otherwise)."""
+    module = sys.modules.get("langchain_core.messages.base")
+    return getattr(module, "BaseMessage", None)
+
+
+def _is_langchain_list(messages: Sequence[Any]) -> bool:
+    """True for a list of LangChain messages; a list mixing them with other items is a ``FormatError``."""
+    base = _langchain_base()
+    if base is None or not any(isinstance(m, base) for m in messages):
+        return False
+    other = next((i for i, m in enumerate(messages) if not isinstance(m, base)), None)
+    if other is not None:
+        first = next(i for i, m in enumerate(messages) if isinstance(m, base))
+        raise FormatError(f"messages mix formats: message {first} is a LangChain message, but message {other} is "
+                          f"{_got(messages[other])}; convert them all to one format")
+    return True
+
+
+def _to_transcript(
+    messages: Any, *, system: Any, format: str | None, memo: _Memo | None = None
+) -> tuple[Transcript, str]:
     if format is not None and format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(repr(f) for f in FORMATS)} or None (got {_got(format)})")
     if isinstance(messages, Transcript):
@@ -327,24 +353,140 @@ def _to_transcript(messages: Any, *, system: Any, format: str | None) -> tuple[T
         fmt = detect_format(messages, system=system)
     else:
         fmt = format
-    if fmt == "openai":
-        if system is not None:
+    if fmt == "langchain" and format == "langchain":
+        base = _langchain_base()
+        other = next((i for i, m in enumerate(messages) if base is None or not isinstance(m, base)), None)
+        if other is not None or isinstance(messages, (str, bytes, Mapping)):
             raise ValueError(
-                "system= is only for Anthropic messages; OpenAI messages carry the system prompt in the list"
+                "format must be one of 'openai', 'anthropic', 'transcript' or None for these messages: 'langchain' "
+                f"needs LangChain messages (got {_got(messages if other is None else messages[other])}"
+                f"{'' if other is None else f' as message {other}'})"
             )
-        source = Transcript.from_openai(messages)
+    if fmt in ("openai", "langchain") and system is not None:
+        where = "OpenAI" if fmt == "openai" else "LangChain"
+        raise ValueError(
+            f"system= is only for Anthropic messages; {where} messages carry the system prompt in the list"
+        )
+    if fmt == "openai":
+        if memo is not None and isinstance(messages, (list, tuple)):
+            from salience.formats.openai import KEY, entry_from_openai
+
+            source = _convert_each(messages, memo, fmt, entry_from_openai, lambda e: e.meta[KEY]["message"])
+        else:
+            source = Transcript.from_openai(messages)
+    elif fmt == "langchain":
+        from salience.adapters.langchain import KEY as LC_KEY
+        from salience.adapters.langchain import entry_from_langchain, from_langchain
+
+        if memo is not None and isinstance(messages, (list, tuple)):
+            source = _convert_each(messages, memo, fmt, entry_from_langchain, lambda e: e.meta[LC_KEY]["message"])
+        else:
+            source = from_langchain(messages)
     else:
         source = Transcript.from_anthropic(messages, system=system)
     return source, format or fmt
 
 
-def _render(transcript: Transcript, fmt: str) -> tuple[Any, Any]:
-    """(messages, system) of ``transcript`` in ``fmt``."""
+def _convert_each(messages: Sequence[Any], memo: _Memo, fmt: str, read: Any, snapshot: Any) -> Transcript:
+    """``Transcript`` of ``messages`` in a one-message-one-entry format, reusing the entries of
+    messages seen before: a hit needs the same message object, at the same index, still equal
+    to the copy its entry kept (so a message changed in place is read again)."""
+    seen = memo.messages
+    entries: list[Entry] = []
+    for i, m in enumerate(messages):
+        hit = seen.get(id(m))
+        if hit is not None and hit[0] is m and hit[1] == i and hit[2] == fmt:
+            entry = hit[3]
+            if m == snapshot(entry):
+                entries.append(entry)
+                continue
+        entry = read(m, i, transcript_id="transcript")
+        entries.append(entry)
+        memo.put(seen, id(m), (m, i, fmt, entry))
+    return Transcript(id="transcript", entries=tuple(entries))
+
+
+def _render(transcript: Transcript, fmt: str, memo: _Memo | None = None) -> tuple[Any, Any]:
+    """(messages, system) of ``transcript`` in ``fmt``; ``memo`` keeps each entry's rendering
+    (the caller gets copies)."""
     if fmt == "openai":
-        return transcript.to_openai(), None
+        if memo is None:
+            return transcript.to_openai(), None
+        from salience.formats.openai import entry_to_openai
+
+        return [_copy_json(memo.rendered_message(e, entry_to_openai)) for e in transcript.entries], None
+    if fmt == "langchain":
+        from salience.adapters.langchain import entry_to_langchain, to_langchain
+
+        if memo is None:
+            return to_langchain(transcript), None
+        return [memo.rendered_message(e, entry_to_langchain).model_copy(deep=True) for e in transcript.entries], None
     if fmt == "anthropic":
         return _merge_same_role(transcript.to_anthropic()), transcript.anthropic_system()
     return transcript, None
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like ``value`` (dicts, lists, atoms), faster than ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy_json(v) for v in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
+#: How many messages, entries and renderings a compactor's caches keep (each; the oldest go first).
+MEMO_SIZE = 200_000
+
+
+class _Memo:
+    """What a compactor keeps between calls, so that a call after one new message does
+    work for that message (plus scoring and the knapsack), not for the whole history.
+
+    * ``messages``: message object -> its entry (see :func:`_convert_each`);
+    * ``options``: entry object -> its :class:`_Options` (capped form, trimmed and
+      stubbed renderings, token counts), valid for one configuration (``config``);
+    * ``rendered``: entry object -> its message in the output format.
+
+    Keys are object ids; each value holds its object, so an id is never reused while
+    cached. Entries are immutable, so a hit on the same entry object is always right.
+    """
+
+    def __init__(self) -> None:
+        self.messages: dict[int, tuple[Any, int, str, Entry]] = {}
+        self.options: dict[int, _Options] = {}
+        self.rendered: dict[int, tuple[Entry, Any]] = {}
+        self.config: tuple[Any, ...] | None = None
+
+    @staticmethod
+    def put(store: dict[int, Any], key: int, value: Any) -> None:
+        store[key] = value
+        if len(store) > MEMO_SIZE:  # drop the oldest tenth
+            for old in list(itertools.islice(store, MEMO_SIZE // 10)):
+                store.pop(old, None)
+
+    def check_config(self, cfg: _Config) -> None:
+        """Forget the options when the parameters they depend on changed."""
+        key = (id(cfg.counter), cfg.counter, cfg.max_entry_tokens, cfg.trim_keep, cfg.stub_values)
+        if self.config is None or self.config[0] != key[0] or self.config[1] is not cfg.counter or (
+            self.config[2:] != key[2:]
+        ):
+            self.options = {}
+            self.config = key
+
+    def rendered_message(self, entry: Entry, render: Any) -> Any:
+        hit = self.rendered.get(id(entry))
+        if hit is not None and hit[0] is entry:
+            return hit[1]
+        message = render(entry)
+        self.put(self.rendered, id(entry), (entry, message))
+        return message
 
 
 def _merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -541,36 +683,70 @@ class _Problem:
     pins: int
 
 
-class _Run:
-    """Everything :meth:`Compactor.compact` works out about one input transcript."""
+class _Options:
+    """One entry's forms and their token counts (what :class:`_Run` needs of it, cached per entry)."""
 
-    def __init__(self, cfg: _Config, source: Transcript, fmt: str) -> None:
+    __slots__ = ("entry", "name", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost")
+
+    def __init__(self, entry: Entry, name: str | None, src_cost: int, full: Entry, full_cost: int) -> None:
+        self.entry = entry
+        self.name = name  # the tool name the stub quotes
+        self.src_cost = src_cost
+        self.full = full  # the entry, or its capped form (max_entry_tokens)
+        self.full_cost = full_cost
+        self.done = False  # trim and stub worked out
+        self.trim: Entry | None = None
+        self.trim_cost = 0
+        self.stub: Entry | None = None
+        self.stub_cost = 0
+
+
+class _Run:
+    """Everything :meth:`Compactor.compact` works out about one input transcript.
+
+    With a ``memo`` (the compactor's), per-entry work (token counts, capped, trimmed and
+    stubbed forms) is looked up for entries seen in earlier calls.
+    """
+
+    def __init__(self, cfg: _Config, source: Transcript, fmt: str, memo: _Memo | None = None) -> None:
         self.cfg = cfg
         self.source = source
         self.fmt = fmt
-        counter = cfg.counter
+        self.memo = memo
         self.n = n = len(source.entries)
         self.parent = np.asarray(source.parents(), dtype=np.int64).reshape(n)
         self.units, self.unit_of = _units(self.parent)
         self.names = tool_names(source)
-        self.src_cost = [counter.count_entry(e) for e in source.entries]
-        self.full: list[Entry] = []
-        self.pretrimmed: set[int] = set()
-        for i, e in enumerate(source.entries):
-            capped = self._cap(e, self.src_cost[i])
-            if capped is None:
-                self.full.append(e)
-            else:
-                self.full.append(capped)
-                self.pretrimmed.add(i)
-        self.full_cost = [c if i not in self.pretrimmed else counter.count_entry(self.full[i])
-                          for i, c in enumerate(self.src_cost)]
+        if memo is not None:
+            memo.check_config(cfg)
+        self.opts = [self._entry_options(e, name) for e, name in zip(source.entries, self.names)]
+        self.src_cost = [o.src_cost for o in self.opts]
+        self.full: list[Entry] = [o.full for o in self.opts]
+        self.pretrimmed: set[int] = {i for i, o in enumerate(self.opts) if o.full is not o.entry}
+        self.full_cost = [o.full_cost for o in self.opts]
         self._renders: list[list[Entry | None]] | None = None
         self._costs: np.ndarray | None = None
         self._available: np.ndarray | None = None
         self._scores: dict[str | None, np.ndarray] = {}
 
     # -- renderings -----------------------------------------------------------
+    def _entry_options(self, entry: Entry, name: str | None) -> _Options:
+        memo = self.memo
+        if memo is not None:
+            hit = memo.options.get(id(entry))
+            if hit is not None and hit.entry is entry and hit.name == name:
+                return hit
+        counter = self.cfg.counter
+        cost = counter.count_entry(entry)
+        capped = self._cap(entry, cost)
+        if capped is None:
+            opts = _Options(entry, name, cost, entry, cost)
+        else:
+            opts = _Options(entry, name, cost, capped, counter.count_entry(capped))
+        if memo is not None:
+            memo.put(memo.options, id(entry), opts)
+        return opts
+
     def _cap(self, entry: Entry, cost: int) -> Entry | None:
         cap = self.cfg.max_entry_tokens
         if cap is None or cost <= cap or entry.role == "system" or not entry.content:
@@ -603,35 +779,44 @@ class _Run:
         if self._renders is not None:
             assert self._costs is not None and self._available is not None
             return self._renders, self._costs, self._available
-        cfg, counter = self.cfg, self.cfg.counter
         n = self.n
+        for i, o in enumerate(self.opts):
+            if not o.done:
+                self._work_out(i, o)
+        opts = self.opts
         costs = np.zeros((n, 4), dtype=np.int64)
         available = np.zeros((n, 4), dtype=bool)
-        renders: list[list[Entry | None]] = []
-        for i, src in enumerate(self.source.entries):
-            full = self.full[i]
-            costs[i, _FULL] = self.full_cost[i]
-            available[i, _FULL] = True
-            available[i, _DROP] = True
-            trim_entry: Entry | None = None
-            stub_entry: Entry | None = None
-            if src.content:
-                text = trim_text(src.content, self._trim_keep(i), counter, entry_id=src.id)
-                if text is not None:
-                    candidate = src.replace(content=text)
-                    c = counter.count_entry(candidate)
-                    if c < costs[i, _FULL]:
-                        trim_entry, costs[i, _TRIM], available[i, _TRIM] = candidate, c, True
-                stub = stub_text(src.id, src.role, tokens=self.src_cost[i], tool_name=self.names[i],
-                                 values=extract_values(src.content), max_values=cfg.stub_values)
-                candidate = src.replace(content=stub)
-                c = counter.count_entry(candidate)
-                best_other = costs[i, _TRIM] if trim_entry is not None else costs[i, _FULL]
-                if c < best_other:
-                    stub_entry, costs[i, _STUB], available[i, _STUB] = candidate, c, True
-            renders.append([full, trim_entry, stub_entry])
+        if n:
+            costs[:, _FULL] = self.full_cost
+            costs[:, _TRIM] = [o.trim_cost for o in opts]
+            costs[:, _STUB] = [o.stub_cost for o in opts]
+            available[:, _FULL] = True
+            available[:, _DROP] = True
+            available[:, _TRIM] = [o.trim is not None for o in opts]
+            available[:, _STUB] = [o.stub is not None for o in opts]
+        renders: list[list[Entry | None]] = [[o.full, o.trim, o.stub] for o in opts]
         self._renders, self._costs, self._available = renders, costs, available
         return renders, costs, available
+
+    def _work_out(self, i: int, o: _Options) -> None:
+        """The trimmed and stubbed forms of entry ``i`` (each only if cheaper than the better ones)."""
+        cfg, counter = self.cfg, self.cfg.counter
+        src = o.entry
+        if src.content:
+            text = trim_text(src.content, self._trim_keep(i), counter, entry_id=src.id)
+            if text is not None:
+                candidate = src.replace(content=text)
+                c = counter.count_entry(candidate)
+                if c < o.full_cost:
+                    o.trim, o.trim_cost = candidate, c
+            stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
+                             values=extract_values(src.content), max_values=cfg.stub_values)
+            candidate = src.replace(content=stub)
+            c = counter.count_entry(candidate)
+            best_other = o.trim_cost if o.trim is not None else o.full_cost
+            if c < best_other:
+                o.stub, o.stub_cost = candidate, c
+        o.done = True
 
     # -- scoring, pins ------------------------------------------------------
     def scores(self, query: str | None) -> np.ndarray:
@@ -809,7 +994,7 @@ class _Run:
                 choice_map[src.id] = Option.TRIM
         transcript = Transcript(id=self.source.id, entries=tuple(entries), domain=self.source.domain,
                                 meta=self.source.meta)
-        messages, system = _render(transcript, self.fmt)
+        messages, system = _render(transcript, self.fmt, self.memo)
         if scores is not None:
             scores = np.array(scores, dtype=float)
             scores.setflags(write=False)
@@ -950,6 +1135,22 @@ class Compactor:
                 changed.append(f"{name}={value!r}")
         return f"Compactor({', '.join(changed)})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_cache", None)  # per-process caches: rebuilt on demand
+        return state
+
+    def _memo(self) -> _Memo:
+        """This compactor's caches across calls (see :class:`_Memo`)."""
+        memo: _Memo | None = self.__dict__.get("_cache")
+        if memo is None:
+            memo = self.__dict__["_cache"] = _Memo()
+        return memo
+
+    def clear_cache(self) -> None:
+        """Forget what earlier calls cached (messages read, entry renderings, token counts)."""
+        self.__dict__.pop("_cache", None)
+
     # -- validation -------------------------------------------------------------
     def _config(self, budget: Any = None) -> _Config:
         sig = inspect.signature(type(self).__init__)
@@ -1049,8 +1250,9 @@ class Compactor:
         cfg = self._config(budget)
         if query is not None and not isinstance(query, str):
             raise ValueError(f"query must be a str or None (got {_got(query)})")
-        source, fmt = _to_transcript(messages, system=system, format=format)
-        run = _Run(cfg, source, fmt)
+        memo = self._memo()
+        source, fmt = _to_transcript(messages, system=system, format=format, memo=memo)
+        run = _Run(cfg, source, fmt, memo)
         if sum(run.full_cost) <= cfg.budget:
             if phase is not None:
                 run.policy().check_phase(phase)
@@ -1156,11 +1358,12 @@ class CompactionSession:
     ) -> Compaction:
         """This step's messages (see the class doc); never modifies ``messages``."""
         cfg = self.compactor._config(self.budget)
-        source, fmt = _to_transcript(messages, system=system, format=format)
+        memo = self.compactor._memo()
+        source, fmt = _to_transcript(messages, system=system, format=format, memo=memo)
         if self._source is not None and source.entries[: len(self._source.entries)] != self._source.entries:
             self.reset()
             self.resets += 1
-        run = _Run(cfg, source, fmt)
+        run = _Run(cfg, source, fmt, memo)
         fixed = {i: self._settled[e.id] for i, e in enumerate(source.entries) if e.id in self._settled}
         for i, p in enumerate(run.parent.tolist()):
             if p >= 0 and i not in fixed and p in fixed and fixed[p][0] == _DROP:

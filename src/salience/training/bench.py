@@ -347,7 +347,9 @@ class BenchReport:
             raise ValueError("BenchReport.plot: nothing to plot (the report has no curves)")
         fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.4), squeeze=False)
         methods = list(dict.fromkeys(c.method for c in self.curves))
-        cmap = plt.get_cmap("tab10")
+        tab10 = plt.get_cmap("tab10")
+        palette = [tab10(i) for i in (0, 1, 2, 4, 5, 6, 8, 9)]  # no red (the scorer's) nor gray (the oracle's)
+        palette += [plt.get_cmap("Dark2")(i) for i in range(8)]
         colors = {}
         j = 0
         for m in methods:
@@ -356,7 +358,7 @@ class BenchReport:
             elif m == "oracle":
                 colors[m] = "gray"
             else:
-                colors[m] = cmap(j % 10)
+                colors[m] = palette[j % len(palette)]
                 j += 1
         for ax, kind in zip(axes[0], kinds):
             n = 0

@@ -32,11 +32,11 @@ Cross-validation
 ----------------
 The transcripts that have something to measure are grouped by
 :func:`~salience.training.bench.group_key` (a tau-bench task's trials stay together)
-and the groups dealt into ``folds`` folds (at most one per group) in an order fixed by
-a hash of ``seed`` and the group key. Every candidate is scored on every fold; the
-chosen one has the best mean over folds (ties go to the earlier candidate, so the
-defaults win ties). ``max_steps`` caps the steps (or queries) scored per fold, evenly
-spread over its transcripts.
+and the groups dealt into ``folds`` folds (at most one per group), in an order fixed by
+a hash of ``seed`` and the group key, each to the fold with the fewest steps so far.
+Every candidate is scored on every fold; the chosen one has the best mean over folds
+(ties go to the earlier candidate, so the defaults win ties). ``max_steps`` caps the
+steps (or queries) scored per fold, evenly spread over its transcripts.
 
 Because choosing among many candidates on the same folds flatters the winner,
 :class:`TuneResult` also holds a held-out estimate: for each fold, the candidate that
@@ -45,14 +45,15 @@ defaults are fixed, so their held-out score is their plain fold score).
 
 Search space
 ------------
-:data:`SEARCH_SPACE` (random search, each parameter drawn independently and uniformly
-from its values; duplicates redrawn). Candidate 0 is always the Compactor's defaults
-(:data:`DEFAULT_PARAMS`), candidate 1 (with ``trials >= 2``) the pins ``salience bench``
+:data:`SEARCH_SPACE` (random search; a drawn parameter takes one of its values
+uniformly; duplicates are redrawn). Candidate 0 is always the Compactor's defaults
+(:data:`DEFAULT_PARAMS`); candidate 1 (with ``trials >= 2``) the pins ``salience bench``
 uses (:data:`~salience.training.bench.BENCH_COMPACTOR_PARAMS`: only the system prompt
-pinned), the rest random. ``pin_last_user`` is searched too: at tight ratios the last
-user turn alone can exceed the budget. The candidates depend only on ``trials`` and
-``seed`` (:func:`sample_candidates`), never on scores, so the nested held-out figure
-stays honest.
+pinned); the rest are drawn in turn as a fresh draw of every parameter, the bench
+candidate with one or two parameters redrawn, and the defaults with one or two
+redrawn (:func:`sample_candidates`). ``pin_last_user`` is searched too: at tight ratios
+the last user turn alone can exceed the budget. The candidates depend only on
+``trials`` and ``seed``, never on scores, so the nested held-out figure stays honest.
 
 Not tuned, and why: phase budget shares (a JSON profile can name a policy only by
 domain, it cannot carry a :class:`~salience.selector.masking.PhasePolicy` or its
@@ -73,7 +74,7 @@ defaults; ``pin_system``, ``solver``, ``on_over_budget`` and ``budget``.
 ...     return Transcript(id=f"t{k}", domain="retail", entries=(
 ...         Entry(id="s", role="system", content="You help with orders."),
 ...         Entry(id="u", role="user", content="Where are my orders?"), *calls,
-...         Entry(id="f", role="assistant", content=f"Orders W{k}000 and W{k}101 shipped.")))
+...         Entry(id="f", role="assistant", content=f"Orders W{k}202 and W{k}303 shipped.")))
 >>> result = tune_profile([run(k) for k in range(4)], RecencyScorer(), trials=4, folds=2, seed=0)
 >>> result.metric, result.folds, result.trials
 ('reference', 2, 4)
@@ -364,18 +365,30 @@ def _show(value: Any) -> str:
 # --------------------------------------------------------------------------
 
 
-def _draw(rng: np.random.Generator) -> dict[str, Any]:
+def _draw(rng: np.random.Generator, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A random candidate: every parameter drawn afresh, or (with ``base``) one or two of
+    ``base``'s parameters redrawn (``retain`` counts as one)."""
     pick = {k: v[int(rng.integers(len(v)))] for k, v in SEARCH_SPACE.items()}
     trim = float(pick.pop("retain_trim"))
     stub = min(float(pick.pop("retain_stub")), trim)
     pick["retain"] = {"trim": trim, "stub": stub}
-    return {k: pick[k] for k in _TUNED}
+    if base is None:
+        return {k: pick[k] for k in _TUNED}
+    chosen = set(rng.choice(len(_TUNED), size=int(rng.integers(1, 3)), replace=False).tolist())
+    out = _plain(base)
+    for i in chosen:
+        out[_TUNED[i]] = pick[_TUNED[i]]
+    return {k: out[k] for k in _TUNED}
 
 
 def sample_candidates(trials: int, seed: int = 0) -> list[tuple[str, dict[str, Any]]]:
     """``trials`` named candidates: the defaults, then the bench pins, then random draws.
 
-    Deterministic for a seed; no two candidates are equal.
+    The random draws cycle through three kinds: every parameter drawn from
+    :data:`SEARCH_SPACE`; the bench candidate with one or two parameters redrawn; the
+    defaults with one or two parameters redrawn (the pins decide most at tight
+    budgets, so the other parameters are explored around both pin settings too).
+    Deterministic for a seed, independent of any score; no two candidates are equal.
 
     >>> [name for name, _ in sample_candidates(4, seed=1)]
     ['default', 'bench', 'trial 2', 'trial 3']
@@ -392,10 +405,11 @@ def sample_candidates(trials: int, seed: int = 0) -> list[tuple[str, dict[str, A
         out.append(("bench", bench))
     rng = np.random.default_rng(seed)
     seen = [json.dumps(p, sort_keys=True) for _, p in out]
+    bases: tuple[Mapping[str, Any] | None, ...] = (None, bench, default)
     attempts = 0
     while len(out) < trials and attempts < 100 * trials:
+        cand = _draw(rng, bases[attempts % len(bases)])
         attempts += 1
-        cand = _draw(rng)
         key = json.dumps(cand, sort_keys=True)
         if key in seen:
             continue
@@ -505,14 +519,24 @@ def _spread(items: list[Any], k: int | None) -> list[Any]:
     return [items[i] for i in picks]
 
 
-def _fold_of_groups(keys: Sequence[str], folds: int, seed: int) -> dict[str, int]:
-    groups = list(dict.fromkeys(keys))
+def _fold_of_groups(keys: Sequence[str], sizes: Sequence[int], folds: int, seed: int) -> dict[str, int]:
+    """Each group's fold: groups in an order fixed by a hash of ``seed`` and their key, each
+    to the fold with the fewest units so far (so folds measure similar amounts)."""
+    weight: dict[str, int] = {}
+    for key, size in zip(keys, sizes):
+        weight[key] = weight.get(key, 0) + size
 
     def rank(key: str) -> tuple[int, str]:
         digest = hashlib.blake2b(f"{seed}\x00{key}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big"), key
 
-    return {key: i % folds for i, key in enumerate(sorted(groups, key=rank))}
+    load = [0] * folds
+    out: dict[str, int] = {}
+    for key in sorted(weight, key=rank):
+        f = int(np.argmin(load))
+        out[key] = f
+        load[f] += weight[key]
+    return out
 
 
 def _check_int(name: str, value: Any, minimum: int, *, none: bool = False) -> int | None:
@@ -620,7 +644,7 @@ def tune_profile(
     measured.sort(key=lambda tu: (group_key(tu[0]), tu[0].id))
     keys = [group_key(t) for t, _ in measured]
     k = min(folds, len(set(keys)))
-    fold_of = _fold_of_groups(keys, k, int(seed))
+    fold_of = _fold_of_groups(keys, [len(u) for _, u in measured], k, int(seed))
     fold_units: list[list[Any]] = [[] for _ in range(k)]
     for key, (_, u) in zip(keys, measured):
         fold_units[fold_of[key]].extend(u)

