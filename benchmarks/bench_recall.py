@@ -50,26 +50,6 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 console = Console()
 
 
-def quiet_sklearn_threads() -> None:
-    """Run scikit-learn's OpenMP with one thread.
-
-    Scoring a 30-entry history predicts with hundreds of trees, one tiny parallel
-    region each; on a busy two-core machine, right after torch's own OpenMP pool
-    has run (embeddings), each region can wait milliseconds for a thread, and one
-    score takes seconds instead of tens of milliseconds.
-    """
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return
-    import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP runtime)
-
-    ctl = ThreadpoolController()
-    paths = [lib.filepath for lib in ctl.lib_controllers if "scikit_learn" in lib.filepath]
-    if paths:
-        ctl.select(filepath=paths).limit(limits=1)
-
-
 def note(text: str) -> None:
     console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
 
@@ -130,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_dir():
         parser.error(f"no shared data at {args.data}")
     args.out.mkdir(parents=True, exist_ok=True)
-    quiet_sklearn_threads()
     if args.part in ("locomo", "all"):
         locomo(args.data, args.out)
     if args.part in ("tau", "all"):

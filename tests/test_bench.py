@@ -266,11 +266,13 @@ def test_masking_selector_rejects_negative_k() -> None:
 # --------------------------------------------------------------------------
 
 
-def test_reference_recall_keep_all_is_one(agent: Transcript) -> None:
+def test_reference_recall_keep_all_earns_nothing_over_budget(agent: Transcript) -> None:
+    """Keeping everything sees every reference, but never fits a share of the history: no credit."""
     curve = reference_recall(KeepAll(), [agent], (0.1, 0.25), counter=WORDS)
     assert curve.kind == "reference" and curve.n > 0 and curve.refs >= curve.n
-    assert curve.recall == (1.0, 1.0) and curve.macro == (1.0, 1.0)
-    assert curve.over_budget == (curve.n, curve.n)  # the whole history never fits a share of itself
+    assert curve.over_budget == (curve.n, curve.n)
+    assert curve.recall == (0.0, 0.0) and curve.macro == (0.0, 0.0)
+    assert reference_recall(KeepAll(), [agent], (1.0,), counter=WORDS).recall == (1.0,)
 
 
 def test_reference_recall_ignores_system_references(agent: Transcript) -> None:
@@ -418,6 +420,8 @@ def test_report_table_json_plot(report: BenchReport, tmp_path: Path) -> None:
     data = json.loads(report.to_json(tmp_path / "r.json"))
     assert len(data["curves"]) == len(report.curves)
     assert json.loads((tmp_path / "r.json").read_text())["metrics"] == data["metrics"]
+    again = BenchReport.from_json(tmp_path / "r.json")
+    assert again.metrics() == report.metrics() and again.curves == report.curves
     png = report.plot(tmp_path / "plots" / "r.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

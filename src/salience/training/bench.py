@@ -131,7 +131,7 @@ class RecallCurve:
     reference figure, ``recall`` is pooled over every reference of every step
     (micro average), ``macro`` is the mean of the per-step recalls, ``refs`` the
     number of references, and ``over_budget`` how many selector outputs exceeded
-    their budget at each fraction (those still count, as they came).
+    their budget at each fraction (such an output earns no recall for its step).
     """
 
     method: str
@@ -153,6 +153,17 @@ class RecallCurve:
             if math.isclose(f, fraction):
                 return r
         raise KeyError(f"{self.method} {self.kind}: no recall at budget {fraction} (measured: {list(self.fractions)})")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecallCurve:
+        """The inverse of :meth:`to_dict` (``null`` recalls come back as ``nan``)."""
+
+        def floats(key: str) -> tuple[float, ...]:
+            return tuple(math.nan if x is None else float(x) for x in data.get(key, ()))
+
+        return cls(method=data["method"], kind=data["kind"], fractions=floats("fractions"), recall=floats("recall"),
+                   n=int(data["n"]), refs=int(data.get("refs", 0)), macro=floats("macro"),
+                   over_budget=tuple(int(x) for x in data.get("over_budget", ())))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method, "kind": self.kind, "fractions": list(self.fractions),
@@ -199,7 +210,7 @@ _TITLES = {
 
 
 def _json_float(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+    return None if x is None or not math.isfinite(x) else float(x)
 
 
 def _pct_label(fraction: float) -> str:
@@ -301,10 +312,13 @@ class BenchReport:
             if finite:
                 best[col] = max(finite)
         ns = {c.kind: c.n for c in curves}
-        caption = "; ".join(f"{k}: n={ns[k]:,} {'steps' if k == BenchKind.REFERENCE else 'queries'}" for k in ns)
-        if kind is not None:
-            caption += "; columns: budget as a share of the history's tokens"
-        title = "Recall at budget (share of tokens kept)" if kind is None else _TITLES.get(kind, kind)
+        units = {k: "steps" if k == BenchKind.REFERENCE else "queries" for k in ns}
+        if kind is None:
+            title = "Recall at budget (share of the history's tokens)"
+            caption = "; ".join(f"{k}: n={ns[k]:,} {units[k]}" for k in ns)
+        else:
+            title = f"{_TITLES.get(kind, kind)} at budget (share of the history's tokens)"
+            caption = "; ".join(f"n={ns[k]:,} {units[k]}" for k in ns)
         table = Table(title=title, caption=caption, title_justify="left", caption_justify="left",
                       min_width=len(title) + 4)
         table.add_column("method", no_wrap=True)
@@ -394,6 +408,19 @@ class BenchReport:
             "seconds": round(self.seconds, 2),
             "meta": dict(self.meta),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchReport:
+        """The inverse of :meth:`to_dict` (to table or plot a saved report again)."""
+        return cls(curves=tuple(RecallCurve.from_dict(c) for c in data["curves"]),
+                   scorer_name=data.get("scorer", "salience"),
+                   skipped=tuple(tuple(s) for s in data.get("skipped", ())),  # type: ignore[misc]
+                   seconds=float(data.get("seconds", 0.0)), meta=dict(data.get("meta", {})))
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> BenchReport:
+        """A report written by :meth:`to_json`."""
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The report as JSON text (``nan`` as ``null``); also written to ``path`` if given."""
@@ -805,7 +832,8 @@ def _reference_curve(selector: Selector, plan: list[list[_Step]], fractions: tup
                     raise TypeError(f"selector {_name_of(selector)}: must return a Transcript "
                                     f"(got {type(out).__name__})")
                 if sum(counter.count_entries(out.entries)) > budget:
-                    over[k] += 1
+                    over[k] += 1  # an output over the budget earns nothing for this step
+                    continue
                 v = _visible(step.refs, out)
                 seen[k] += v
                 macro[k] += v / len(step.refs)
@@ -844,7 +872,8 @@ def reference_recall(
     of the compacted entries (content and tool call arguments, so a stub that
     quotes a value keeps it in sight). Recall is pooled over all references of all
     steps (micro average); ``macro`` averages the per-step recalls. Outputs over
-    budget (by ``counter``) are counted in ``over_budget`` and still scored.
+    budget (by ``counter``) are counted in ``over_budget`` and earn nothing: a
+    selector cannot buy recall with tokens it was not given.
     """
     fr = check_fractions(fractions)
     tc = as_counter(counter)
@@ -923,7 +952,7 @@ def group_key(transcript: Transcript) -> str:
 
 
 def split_transcripts(
-    transcripts: Iterable[Transcript], test_size: float | int = 0.33, seed: int = 0
+    transcripts: Iterable[Transcript], test_size: float | int = 0.25, seed: int = 0
 ) -> tuple[list[Transcript], list[Transcript]]:
     """Split ``transcripts`` into ``(train, test)`` by group (:func:`group_key`).
 

@@ -4,7 +4,7 @@ Usage::
 
     salience bench PATH... [--scorer FILE|models:/NAME/VERSION|models:/NAME@ALIAS|baseline:NAME|default]
         [--budgets 0.05,0.1,0.25] [--kinds query,agnostic,reference] [--baselines bm25,fusion,...]
-        [--split all|train|test] [--test-split 0.33] [--seed 0] [--max-steps N]
+        [--split all|train|test] [--test-split 0.25] [--seed 0] [--max-steps N]
         [--plot [FILE]] [--json FILE] [--no-track]
 
 Runs :func:`salience.training.bench.run_benchmark` and prints a table. With
@@ -124,8 +124,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--split", choices=("all", "train", "test"), default="all",
                         help="which part of the data to use: all of it, or one side of the split by task or "
                         "transcript that `salience train` uses (default: all)")
-    parser.add_argument("--test-split", type=float, default=0.33, metavar="SHARE",
-                        help="share of the tasks or transcripts held out as the test side (default: 0.33)")
+    parser.add_argument("--test-split", type=float, default=0.25, metavar="SHARE",
+                        help="share of the tasks or transcripts held out as the test side; use the value "
+                        "`salience train` was given (default: 0.25, as there)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the split (default: 0)")
     parser.add_argument("--max-steps", type=int, default=None, metavar="N",
                         help="reference recall: at most N assistant steps per transcript, evenly spread")

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -137,9 +138,9 @@ def train_scorer(
 
             ours = hindsight_auc(model, with_steps)
             theirs = hindsight_auc(RecencyScorer(), with_steps)
-            if ours.auc is not None:
+            if ours.auc is not None and math.isfinite(ours.auc):
                 hindsight["test_hindsight_auc"] = float(ours.auc)
-            if theirs.auc is not None:
+            if theirs.auc is not None and math.isfinite(theirs.auc):
                 hindsight["test_hindsight_auc_recency"] = float(theirs.auc)
         note("benchmarking", 1, 1)
     result = TrainReport(
