@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES
 
+from conftest import SAMPLES
 from salience.cli import main
 
 

@@ -22,7 +22,8 @@ def transcript() -> Transcript:
         entries=(
             Entry(id="s", role="system", content="You are an airline agent. You must confirm before booking."),
             Entry(id="u", role="user", content="Hi, I am mia_li_3668 and want to change reservation ZFA04Y."),
-            Entry(id="a1", role="assistant", tool_calls=(ToolCall("c1", "get_user_details", '{"user_id": "mia_li_3668"}'),)),
+            Entry(id="a1", role="assistant",
+                  tool_calls=(ToolCall("c1", "get_user_details", '{"user_id": "mia_li_3668"}'),)),
             Entry(id="r1", role="tool", name="get_user_details", tool_call_id="c1",
                   content='{"reservations": ["ZFA04Y", "K1NW8N"], "card": "credit_card_4421486"}'),
             Entry(id="a2", role="assistant",

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, shared_path
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 
 import salience
+from conftest import SAMPLES, shared_path
 from salience import Entry, Transcript, load_transcripts
 from salience.errors import NotFittedError, ScorerError
 from salience.scorer.features import FeatureExtractor

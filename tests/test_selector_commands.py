@@ -114,7 +114,7 @@ def test_compact_anthropic_object(anthropic_file: tuple[Path, dict[str, Any], in
     result = json.loads(out.read_text(encoding="utf-8"))
     assert result["model"] == "claude-sonnet" and result["max_tokens"] == 512  # the request's other keys stay
     assert result["system"] == doc["system"]
-    assert len(result["messages"]) < len(doc["messages"])
+    assert result["messages"] != doc["messages"]  # something was trimmed, stubbed or dropped
     assert check_anthropic(result["messages"], result["system"]) == []
     assert tokens_of(Transcript.from_anthropic(result["messages"], system=result["system"])) <= budget
     saved = json.loads(archive.read_text(encoding="utf-8"))

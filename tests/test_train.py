@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES
 from sklearn.ensemble import HistGradientBoostingClassifier
 
+from conftest import SAMPLES
 from salience import Entry, ToolCall, Transcript, load_transcripts
 from salience.cli import main
 from salience.errors import ScorerError
@@ -38,7 +38,8 @@ def _raw_log(i: int) -> Transcript:
                   tool_calls=(ToolCall(f"c{i}b", "get_weather", '{"city": "Paris"}'),)),
             Entry(id="r2", role="tool", name="get_weather", tool_call_id=f"c{i}b", content="Sunny, 21 degrees."),
             Entry(id="a3", role="assistant", tool_calls=(
-                ToolCall(f"c{i}c", "cancel_pending_order", f'{{"order_id": "#W{1000 + i}", "refund_to": "paypal_{4000 + i}"}}'),
+                ToolCall(f"c{i}c", "cancel_pending_order",
+                         f'{{"order_id": "#W{1000 + i}", "refund_to": "paypal_{4000 + i}"}}'),
             )),
             Entry(id="r3", role="tool", name="cancel_pending_order", tool_call_id=f"c{i}c", content="cancelled"),
             Entry(id="a4", role="assistant", content=f"Done: #W{1000 + i} is cancelled, refund to paypal_{4000 + i}."),

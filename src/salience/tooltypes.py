@@ -22,7 +22,7 @@ from collections.abc import Mapping
 __all__ = ["ToolType", "tool_type"]
 
 
-class ToolType(str, enum.Enum):
+class ToolType(enum.StrEnum):
     """Tool categories."""
 
     READ = "read"

@@ -22,7 +22,11 @@ from functools import lru_cache
 __all__ = ["call_values", "extract_values", "value_set"]
 
 _EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
-_PATH = r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,5}\b|\b[\w\-]+\.(?:py|js|ts|tsx|jsx|rs|go|java|c|h|cpp|md|json|yaml|yml|toml|txt|csv|html|css|sh|cfg|ini|sql|rb|php)\b"
+_PATH = (
+    r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
+    r"|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,5}\b"
+    r"|\b[\w\-]+\.(?:py|js|ts|tsx|jsx|rs|go|java|c|h|cpp|md|json|yaml|yml|toml|txt|csv|html|css|sh|cfg|ini|sql|rb|php)\b"
+)
 _Q_IN = r"[^\"'`\s:,{}\[\]]"
 _QUOTED = (
     rf"\"({_Q_IN}[^\"\n]{{1,78}}{_Q_IN})\"(?!\s*:)"
@@ -33,7 +37,11 @@ _QUOTED = (
 # or ALLCAPS codes of 3+ letters with digits (HAT136, W123, ORD-4421).
 _IDENT = r"\b(?=[A-Za-z0-9_\-#]*[0-9])(?=[A-Za-z0-9_\-#]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9_\-#]{2,}\b"
 _SNAKE = r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![\"']?\s*[:=])"
-_NUMBER = r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d{3,}(?:\.\d+)?(?![\w])|(?<![\w.])\d+\.\d+(?![\w.])"
+_NUMBER = (
+    r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])"
+    r"|(?<![\w.])\d{3,}(?:\.\d+)?(?![\w])"
+    r"|(?<![\w.])\d+\.\d+(?![\w.])"
+)
 _NAME = r"\b[A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)+\b(?!\s*:)"
 _DATE = r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"
 

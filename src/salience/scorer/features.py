@@ -35,7 +35,9 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,14 +137,31 @@ _COL = {name: j for j, name in enumerate(BASE_FEATURES)}
 _ROLE_CODE = {r: k for k, r in enumerate(_ROLES)}
 _ASSISTANT = _ROLE_CODE["assistant"]
 #: How many entries' position-free data (words, values, counts, embedding) one extractor keeps.
-ENTRY_CACHE_SIZE = 100_000
+ENTRY_CACHE_SIZE = 50_000
 #: How many entries the growing-transcript states of one extractor hold in all.
-PREFIX_CACHE_ENTRIES = 400_000
+PREFIX_CACHE_ENTRIES = 200_000
 #: Near-duplicate pairs are found this many new entries at a time (bounds memory).
 _DUP_BLOCK = 1024
 
 
 _LOG1P = np.array([math.log1p(k) for k in range(1024)])
+#: Matrix products with fewer multiply-adds than this run on one BLAS thread: starting and
+#: syncing threads costs more than such a product (8x more for 1,000 x 384 x 8 on two busy cores).
+_ONE_THREAD_BELOW = 50_000_000
+
+
+@lru_cache(maxsize=1)
+def _threadpools() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _blas_threads(work: int) -> Any:
+    """A context that runs BLAS on one thread when ``work`` (multiply-adds) is small."""
+    if work >= _ONE_THREAD_BELOW:
+        return nullcontext()
+    return _threadpools().limit(limits=1, user_api="blas")
 
 
 def _log1p(counts: np.ndarray) -> np.ndarray:
@@ -312,7 +331,8 @@ class _Prefix:
             role_codes = self.role
             for start in range(m, n, _DUP_BLOCK):
                 stop = min(n, start + _DUP_BLOCK)
-                sims = self.emb[:stop] @ self.emb[start:stop].T  # (stop, block)
+                with _blas_threads(stop * (stop - start) * self.emb.shape[1]):
+                    sims = self.emb[:stop] @ self.emb[start:stop].T  # (stop, block)
                 later = np.arange(stop)[:, None] < np.arange(start, stop)[None, :]
                 same_role = role_codes[:stop, None] == role_codes[None, start:stop]
                 self.dup_later[:stop] |= ((sims > 0.95) & later & same_role).any(axis=1)
@@ -344,10 +364,11 @@ class _Prefix:
         emb = None
         if self.emb is not None and n:
             emb = self.emb[:n].copy()
-            if self.users:
-                X[:, _COL["sim_task"]] = emb @ emb[self.users[0]]
             k = min(recent_window, n)
-            sims = emb @ emb[n - k:].T  # (n, k)
+            with _blas_threads(emb.size * (k + 1)):
+                if self.users:
+                    X[:, _COL["sim_task"]] = emb @ emb[self.users[0]]
+                sims = emb @ emb[n - k:].T  # (n, k)
             X[:, _COL["sim_recent_mean"]] = sims.mean(axis=1)
             X[:, _COL["sim_recent_max"]] = sims.max(axis=1)
             X[:, _COL["dup_later"]] = self.dup_later[:n]

@@ -51,13 +51,25 @@ Steps of :meth:`Compactor.compact`:
 8. :func:`salience.selector.knapsack.solve` picks one option per entry; the result
    is rendered back in the caller's format.
 
-Formats: a :class:`Transcript` is taken as is. A list of messages is Anthropic's when
+Formats: a :class:`Transcript` is taken as is. A list of LangChain messages
+(``langchain_core.messages.BaseMessage``) is LangChain's (see
+:mod:`salience.adapters.langchain`; a list mixing them with other items is a
+:class:`~salience.errors.FormatError`). A list of messages is Anthropic's when
 ``system=`` is passed or a message has list content with a ``tool_use``,
 ``tool_result``, ``thinking``, ``redacted_thinking`` or ``document`` block, or an
 ``image`` block with a ``source``; otherwise it is OpenAI's (plain user and assistant
 turns with string content read the same either way). ``format="openai" |
-"anthropic" | "transcript"`` forces the choice (``"transcript"``: give a Transcript
-back whatever came in).
+"anthropic" | "langchain" | "transcript"`` forces the choice (``"transcript"``: give
+a Transcript back whatever came in).
+
+Incremental work: a compactor keeps, across calls, the entry read from each OpenAI or
+LangChain message (reused while the same message object, at the same index, still
+equals the copy its entry holds), each entry's token counts and capped, trimmed and
+stubbed forms, and each entry's rendering (callers get copies). The scorer's own
+caches (:mod:`salience.scorer.features`) do the same for features. So a call after one
+new message does that message's work plus an ``O(n)`` pass, the scoring model and the
+knapsack. :meth:`Compactor.clear_cache` empties the compactor's caches
+(:data:`MEMO_SIZE` items each at most).
 
 Invariants: ``tokens <= budget`` unless the pins alone exceed it (then
 :class:`~salience.errors.BudgetError`, or with ``on_over_budget="keep_pins"`` the
@@ -75,6 +87,7 @@ import itertools
 import json
 import math
 import sys
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,12 +104,15 @@ from salience.selector.masking import Option, Phase, PhasePolicy, detect_phase, 
 from salience.selector.render import stub_text, trim_text
 from salience.tokens import TokenCounter, as_counter
 from salience.transcript import Entry, Transcript
-from salience.values import extract_values
+from salience.values import extract_values, value_set
 
 __all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Compactor", "PrefixReuse"]
 
 #: Share of an entry's value each option keeps (FULL keeps 1.0, DROP 0).
 DEFAULT_RETAIN: Mapping[str, float] = MappingProxyType({"trim": 0.6, "stub": 0.15})
+#: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
+#: that form's worth (the rest is ``retain``).
+VALUE_WEIGHT = 0.5
 #: Message formats :meth:`Compactor.compact` reads and writes.
 FORMATS: tuple[str, ...] = ("openai", "anthropic", "langchain", "transcript")
 ON_OVER_BUDGET: tuple[str, ...] = ("raise", "keep_pins")
@@ -433,16 +449,29 @@ def _copy_json(value: Any) -> Any:
     """A deep copy of JSON-like ``value`` (dicts, lists, atoms), faster than ``copy.deepcopy``."""
     kind = type(value)
     if kind is dict:
-        return {k: _copy_json(v) for k, v in value.items()}
+        return {k: v if type(v) in _ATOMS else _copy_json(v) for k, v in value.items()}
     if kind is list:
-        return [_copy_json(v) for v in value]
+        return [v if type(v) in _ATOMS else _copy_json(v) for v in value]
     if kind in _ATOMS:
         return value
     return copy.deepcopy(value)
 
 
+def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items ``a`` and ``b`` have in common."""
+    n = min(len(a), len(b))
+    if list(a[:n]) == list(b[:n]):  # one C-level pass (same objects compare by identity first)
+        return n
+    k = 0
+    for x, y in zip(a, b):
+        if not (x is y or x == y):
+            break
+        k += 1
+    return k
+
+
 #: How many messages, entries and renderings a compactor's caches keep (each; the oldest go first).
-MEMO_SIZE = 200_000
+MEMO_SIZE = 50_000
 
 
 class _Memo:
@@ -463,13 +492,14 @@ class _Memo:
         self.options: dict[int, _Options] = {}
         self.rendered: dict[int, tuple[Entry, Any]] = {}
         self.config: tuple[Any, ...] | None = None
+        self.lock = threading.Lock()
 
-    @staticmethod
-    def put(store: dict[int, Any], key: int, value: Any) -> None:
-        store[key] = value
-        if len(store) > MEMO_SIZE:  # drop the oldest tenth
-            for old in list(itertools.islice(store, MEMO_SIZE // 10)):
-                store.pop(old, None)
+    def put(self, store: dict[int, Any], key: int, value: Any) -> None:
+        with self.lock:
+            store[key] = value
+            if len(store) > MEMO_SIZE:  # drop the oldest tenth
+                for old in list(itertools.islice(store, MEMO_SIZE // 10)):
+                    store.pop(old, None)
 
     def check_config(self, cfg: _Config) -> None:
         """Forget the options when the parameters they depend on changed."""
@@ -686,7 +716,8 @@ class _Problem:
 class _Options:
     """One entry's forms and their token counts (what :class:`_Run` needs of it, cached per entry)."""
 
-    __slots__ = ("entry", "name", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost")
+    __slots__ = ("entry", "name", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost",
+                 "trim_cover", "stub_cover")
 
     def __init__(self, entry: Entry, name: str | None, src_cost: int, full: Entry, full_cost: int) -> None:
         self.entry = entry
@@ -699,6 +730,8 @@ class _Options:
         self.trim_cost = 0
         self.stub: Entry | None = None
         self.stub_cost = 0
+        self.trim_cover = -1.0  # share of the entry's values the trimmed form shows; -1: no values
+        self.stub_cover = -1.0
 
 
 class _Run:
@@ -803,14 +836,19 @@ class _Run:
         cfg, counter = self.cfg, self.cfg.counter
         src = o.entry
         if src.content:
+            values = extract_values(src.content)
             text = trim_text(src.content, self._trim_keep(i), counter, entry_id=src.id)
             if text is not None:
                 candidate = src.replace(content=text)
                 c = counter.count_entry(candidate)
                 if c < o.full_cost:
                     o.trim, o.trim_cost = candidate, c
+                    if values:
+                        o.trim_cover = len(value_set(text) & set(values)) / len(values)
+            if values:
+                o.stub_cover = min(cfg.stub_values, len(values)) / len(values)
             stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
-                             values=extract_values(src.content), max_values=cfg.stub_values)
+                             values=values, max_values=cfg.stub_values)
             candidate = src.replace(content=stub)
             c = counter.count_entry(candidate)
             best_other = o.trim_cost if o.trim is not None else o.full_cost
@@ -899,9 +937,18 @@ class _Run:
         ph = policy.check_phase(phase) if phase is not None else detect_phase(self.source, policy)
         allowed = mask_options(self.source, policy, ph, allowed=allowed, costs=costs, scores=scores,
                                budget=budget, exempt=exempt)
-        retain = np.asarray(cfg.retain, dtype=float)
+        retain = np.tile(np.asarray(cfg.retain, dtype=float), (self.n, 1))
+        # A trimmed or stubbed entry keeps some of its values (ids, numbers, paths) in
+        # sight; what the next steps reuse are those values, so the share it keeps
+        # counts for half of what the form is worth.
+        for i, o in enumerate(self.opts):
+            if o.trim_cover >= 0:
+                retain[i, _TRIM] = (1 - VALUE_WEIGHT) * retain[i, _TRIM] + VALUE_WEIGHT * o.trim_cover
+            if o.stub_cover >= 0:
+                retain[i, _STUB] = (1 - VALUE_WEIGHT) * retain[i, _STUB] + VALUE_WEIGHT * o.stub_cover
+        retain[:, _TRIM] = np.maximum(retain[:, _TRIM], retain[:, _STUB])
         eps = EPSILON * (np.arange(self.n) + 1) / max(self.n, 1)
-        values = (scores + eps)[:, None] * retain[None, :]
+        values = (scores + eps)[:, None] * retain
         return _Problem(costs=costs, values=values, allowed=allowed, scores=scores, phase=ph, pins=int(pins.sum()))
 
     def min_cost(self, allowed: np.ndarray, costs: np.ndarray) -> float:
@@ -1458,13 +1505,9 @@ class CompactionSession:
             cur_msgs: Sequence[Any] = result.transcript.entries
         else:
             prev_msgs, cur_msgs = last.messages, result.messages
-        k = 0
-        while k < min(len(prev_msgs), len(cur_msgs)) and prev_msgs[k] == cur_msgs[k]:
-            k += 1
+        k = _common_prefix(prev_msgs, cur_msgs)
         prev_e, cur_e = last.transcript.entries, result.transcript.entries
-        j = 0
-        while j < min(len(prev_e), len(cur_e)) and prev_e[j] == cur_e[j]:
-            j += 1
+        j = _common_prefix(prev_e, cur_e)
         tokens = sum(counter.count_entry(e) for e in cur_e[:j])
         share = k / len(prev_msgs) if prev_msgs else 1.0
         return PrefixReuse(messages=k, share=share, tokens=tokens)
