@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError, TranscriptError
+from salience.formats._io import got as _got
 from salience.transcript import Entry, ToolCall, Transcript
 
 __all__ = ["NAME", "load", "sniff"]
@@ -48,13 +49,6 @@ def sniff(path: Path, head: str) -> bool:
     except json.JSONDecodeError:
         return False
     return isinstance(obj, dict) and obj.get("role") in _ROLES and ("text" in obj or "api_name" in obj)
-
-
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
 
 
 def _json(value: Any) -> str:

@@ -35,7 +35,6 @@ malformed ones; the rules, applied per listed item:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -43,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError, TranscriptError
+from salience.formats._io import got as _got
+from salience.formats._io import read_json as _read_json
 from salience.transcript import Entry, Query, Transcript
 
 __all__ = ["NAME", "load", "normalise_evidence", "sniff"]
@@ -68,25 +69,6 @@ def sniff(path: Path, head: str) -> bool:
         and re.search(r'"evidence"\s*:\s*\[', head)
         and re.search(r'"category"\s*:', head)
     )
-
-
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            return json.load(fh)
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}") from None
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def normalise_evidence(raw: Any, ids: set[str] | frozenset[str]) -> tuple[list[str], dict[str, list[str]], list[str]]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError, TranscriptError
+from salience.formats._io import got as _got
 from salience.transcript import Entry, Transcript
 
 __all__ = ["NAME", "load", "run_to_transcript", "sniff"]
@@ -61,13 +62,6 @@ def sniff(path: Path, head: str) -> bool:
     state = obj.get("state") if isinstance(obj, dict) else None
     task = obj.get("task") if isinstance(obj, dict) else None
     return isinstance(state, dict) and "history" in state and isinstance(task, dict) and "task_name" in task
-
-
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
 
 
 def _category(task_name: str, folder: str | None) -> str:

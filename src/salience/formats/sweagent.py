@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError, TranscriptError
+from salience.formats._io import got as _got
+from salience.formats._io import read_json as _read_json
 from salience.transcript import Entry, ToolCall, Transcript
 
 __all__ = ["NAME", "history_to_transcript", "load", "sniff"]
@@ -56,25 +58,6 @@ def sniff(path: Path, head: str) -> bool:
     if path.suffix.lower() == ".traj":
         return True
     return bool(re.search(r'"trajectory"\s*:\s*\[', head) and re.search(r'"history"\s*:\s*\[', head))
-
-
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            return json.load(fh)
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}") from None
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def _text(content: Any, where: str) -> str:

@@ -27,7 +27,6 @@ say so in meta: ``original_call_ids`` (``{new: old}``, on the assistant entry) a
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError, TranscriptError
+from salience.formats._io import got as _got
+from salience.formats._io import read_json as _read_json
 from salience.formats.openai import entry_from_openai
 from salience.transcript import Entry, Transcript
 
@@ -50,25 +51,6 @@ def sniff(path: Path, head: str) -> bool:
     return start in ("[", "{") and bool(
         re.search(r'"task_id"\s*:', head) and re.search(r'"traj"\s*:\s*\[', head)
     )
-
-
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            return json.load(fh)
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}") from None
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def _domain(path: Path) -> str:

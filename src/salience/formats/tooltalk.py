@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError, TranscriptError
+from salience.formats._io import got as _got
+from salience.formats._io import read_json as _read_json
 from salience.transcript import Entry, ToolCall, Transcript
 
 __all__ = ["NAME", "conversation_to_transcript", "load", "sniff"]
@@ -52,25 +54,6 @@ def sniff(path: Path, head: str) -> bool:
         re.search(r'"conversation_id"\s*:', head)
         and re.search(r'"(suites_used|apis_used)"\s*:\s*\[', head)
     )
-
-
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            return json.load(fh)
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}") from None
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def _json(value: Any) -> str:
