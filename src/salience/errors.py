@@ -21,6 +21,7 @@ __all__ = [
     "ScorerError",
     "TrackingError",
     "TranscriptError",
+    "describe",
 ]
 
 
@@ -59,3 +60,22 @@ class BudgetError(SalienceError, ValueError):
 
 class TrackingError(SalienceError):
     """The experiment-tracking store could not be used."""
+
+
+def describe(value: object, *, typed: bool = True, none_typed: bool = True) -> str:
+    """``repr(value)`` cut to 60 characters, for saying in an error what came.
+
+    With ``typed``, the type follows unless the value is a str (or None, when
+    ``none_typed`` is False), as attrs' validators do:
+
+    >>> describe("abc"), describe(3), describe(None), describe(None, none_typed=False)
+    ("'abc'", '3 that is a int', 'None that is a NoneType', 'None')
+    >>> describe("x" * 100, typed=False)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
+    """
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    if not typed or isinstance(value, str) or (value is None and not none_typed):
+        return text
+    return f"{text} that is a {type(value).__name__}"

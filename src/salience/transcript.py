@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from salience.errors import TranscriptError
+from salience.errors import TranscriptError, describe
 
 __all__ = ["Entry", "Query", "Role", "ToolCall", "Transcript"]
 
@@ -63,11 +63,7 @@ class Role(enum.StrEnum):
 _ROLES = tuple(r.value for r in Role)
 
 
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} that is a {type(value).__name__}" if not isinstance(value, str) else text
+_got = describe
 
 
 @dataclass(frozen=True, slots=True)

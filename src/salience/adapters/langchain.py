@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -65,7 +66,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without langchain-core
     raise ImportError('salience.adapters.langchain needs langchain-core: pip install "salience[langchain]"') from exc
 
-from salience.errors import TranscriptError
+from salience.errors import TranscriptError, describe
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
 if TYPE_CHECKING:
@@ -99,11 +100,7 @@ _CHAT_ROLES = {
 }
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) or value is None else f"{text} that is a {type(value).__name__}"
+_short = partial(describe, none_typed=False)
 
 
 def _where(tid: str, index: int, entry_id: object = None) -> str:

@@ -1,4 +1,4 @@
-"""Small helpers the loaders share: reading a JSON file, quoting a bad value."""
+"""What the loaders share: reading a JSON file."""
 
 from __future__ import annotations
 
@@ -8,19 +8,7 @@ from typing import Any
 
 from salience.errors import FormatError
 
-__all__ = ["got", "read_json"]
-
-
-def got(value: object) -> str:
-    """A short quote of ``value`` for an error message, with its type unless it is a str.
-
-    >>> got("abc"), got(3)
-    ("'abc'", '3 that is a int')
-    """
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
+__all__ = ["read_json"]
 
 
 def read_json(path: Path) -> Any:

@@ -76,9 +76,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from salience.errors import TranscriptError
+from salience.errors import TranscriptError, describe
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
 __all__ = ["KEY", "from_anthropic", "system_of", "to_anthropic"]
@@ -90,11 +91,7 @@ _THINKING = ("thinking", "redacted_thinking")
 _BAD_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) or value is None else f"{text} that is a {type(value).__name__}"
+_short = partial(describe, none_typed=False)
 
 
 def _fail(where: str, field: str, expected: str, got: object) -> TranscriptError:

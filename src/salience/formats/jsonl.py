@@ -48,10 +48,11 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from salience.errors import FormatError, TranscriptError
+from salience.errors import FormatError, TranscriptError, describe
 from salience.formats.openai import entry_from_openai, entry_to_openai
 from salience.transcript import Query, Transcript
 
@@ -75,9 +76,7 @@ def sniff(path: Path, head: str) -> bool:
     return bool(_SNIFF.match(first))
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+_short = partial(describe, typed=False)
 
 
 def _check_meta(meta: Any, where: str) -> dict[str, Any]:

@@ -63,9 +63,10 @@ import copy
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
-from salience.errors import TranscriptError
+from salience.errors import TranscriptError, describe
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
 __all__ = ["KEY", "entry_from_openai", "entry_to_openai", "from_openai", "to_openai"]
@@ -78,11 +79,7 @@ _ROLE_ALIASES = {"developer": "system", "function": "tool"}
 _TEXT_PARTS = ("text", "input_text", "output_text")
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) or value is None else f"{text} that is a {type(value).__name__}"
+_short = partial(describe, none_typed=False)
 
 
 def _where(tid: str, i: int, entry_id: object = None) -> str:

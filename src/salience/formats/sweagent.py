@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError, TranscriptError
-from salience.formats._io import got as _got
+from salience.errors import describe as _got
 from salience.formats._io import read_json as _read_json
 from salience.transcript import Entry, ToolCall, Transcript
 

@@ -98,7 +98,7 @@ from typing import Any
 
 import numpy as np
 
-from salience.errors import BudgetError, FormatError, SalienceError, ScorerError
+from salience.errors import BudgetError, FormatError, SalienceError, ScorerError, describe
 from salience.selector import knapsack
 from salience.selector.masking import Option, Phase, PhasePolicy, detect_phase, mask_options, tool_names
 from salience.selector.render import stub_text, trim_text
@@ -126,11 +126,7 @@ _PROFILE_KEYS = ("budget", "policy", "pin_last", "pin_system", "pin_last_user", 
                  "trim_keep", "stub_values", "retain", "solver", "on_over_budget")
 
 
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) else f"{text} that is a {type(value).__name__}"
+_got = describe
 
 
 # --------------------------------------------------------------------------

@@ -46,11 +46,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from salience.errors import describe
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import Transcript
 
@@ -95,9 +97,7 @@ class Phase(enum.StrEnum):
     CHAT = "chat"
 
 
-def _got(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+_got = partial(describe, typed=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, TypeGuard
+
+from salience.errors import describe
 
 __all__ = ["ANTHROPIC_ID", "check_anthropic", "check_openai", "pending_calls"]
 
@@ -75,11 +78,7 @@ _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ANTHROPIC_ROLES = ("user", "assistant")
 
 
-def _got(value: object) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text if isinstance(value, str) or value is None else f"{text} that is a {type(value).__name__}"
+_got = partial(describe, none_typed=False)
 
 
 def _is_list(value: Any) -> TypeGuard[Sequence[Any]]:
