@@ -95,30 +95,26 @@ class FuzzCounts:
         return "\n".join(lines)
 
 
-def answered_cuts(t: Transcript) -> list[int]:
-    """Prefix lengths ``k >= 2`` after which every tool call of ``t.entries[:k]`` is answered."""
+def _open_calls_after(t: Transcript) -> list[tuple[int, bool]]:
+    """For each prefix length ``k``, whether some call of ``t.entries[:k]`` is still unanswered."""
     open_calls: set[str] = set()
     out = []
     for k, e in enumerate(t.entries, 1):
         if e.tool_call_id is not None:
             open_calls.discard(e.tool_call_id)
         open_calls.update(c.id for c in e.tool_calls)
-        if k >= 2 and not open_calls:
-            out.append(k)
+        out.append((k, bool(open_calls)))
     return out
+
+
+def answered_cuts(t: Transcript) -> list[int]:
+    """Prefix lengths ``k >= 2`` after which every tool call of ``t.entries[:k]`` is answered."""
+    return [k for k, pending in _open_calls_after(t) if k >= 2 and not pending]
 
 
 def pending_cuts(t: Transcript) -> list[int]:
     """Prefix lengths that end inside a call group (some call of the last calling entry unanswered)."""
-    open_calls: set[str] = set()
-    out = []
-    for k, e in enumerate(t.entries, 1):
-        if e.tool_call_id is not None:
-            open_calls.discard(e.tool_call_id)
-        open_calls.update(c.id for c in e.tool_calls)
-        if open_calls:
-            out.append(k)
-    return out
+    return [k for k, pending in _open_calls_after(t) if pending]
 
 
 def prefix(t: Transcript, k: int) -> Transcript:

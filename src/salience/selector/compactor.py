@@ -756,6 +756,7 @@ class _Run:
         self._renders: list[list[Entry | None]] | None = None
         self._costs: np.ndarray | None = None
         self._available: np.ndarray | None = None
+        self._cover: np.ndarray | None = None  # (n, 4): share of values each form keeps, -1 if none
         self._scores: dict[str | None, np.ndarray] = {}
 
     # -- renderings -----------------------------------------------------------
@@ -823,6 +824,11 @@ class _Run:
             available[:, _DROP] = True
             available[:, _TRIM] = [o.trim is not None for o in opts]
             available[:, _STUB] = [o.stub is not None for o in opts]
+        cover = np.full((n, 4), -1.0)
+        if n:
+            cover[:, _TRIM] = [o.trim_cover for o in opts]
+            cover[:, _STUB] = [o.stub_cover for o in opts]
+        self._cover = cover
         renders: list[list[Entry | None]] = [[o.full, o.trim, o.stub] for o in opts]
         self._renders, self._costs, self._available = renders, costs, available
         return renders, costs, available
@@ -937,11 +943,9 @@ class _Run:
         # A trimmed or stubbed entry keeps some of its values (ids, numbers, paths) in
         # sight; what the next steps reuse are those values, so the share it keeps
         # counts for half of what the form is worth.
-        for i, o in enumerate(self.opts):
-            if o.trim_cover >= 0:
-                retain[i, _TRIM] = (1 - VALUE_WEIGHT) * retain[i, _TRIM] + VALUE_WEIGHT * o.trim_cover
-            if o.stub_cover >= 0:
-                retain[i, _STUB] = (1 - VALUE_WEIGHT) * retain[i, _STUB] + VALUE_WEIGHT * o.stub_cover
+        assert self._cover is not None  # set by options() above
+        known = self._cover >= 0
+        retain[known] = (1 - VALUE_WEIGHT) * retain[known] + VALUE_WEIGHT * self._cover[known]
         retain[:, _TRIM] = np.maximum(retain[:, _TRIM], retain[:, _STUB])
         eps = EPSILON * (np.arange(self.n) + 1) / max(self.n, 1)
         values = (scores + eps)[:, None] * retain
