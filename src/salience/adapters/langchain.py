@@ -67,6 +67,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     raise ImportError('salience.adapters.langchain needs langchain-core: pip install "salience[langchain]"') from exc
 
 from salience.errors import TranscriptError, describe
+from salience.formats.openai import message_where
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
 if TYPE_CHECKING:
@@ -103,11 +104,6 @@ _CHAT_ROLES = {
 _short = partial(describe, none_typed=False)
 
 
-def _where(tid: str, index: int, entry_id: object = None) -> str:
-    where = f"transcript {tid!r}, message {index}"
-    if isinstance(entry_id, str) and entry_id:
-        where += f" (id {entry_id!r})"
-    return where
 
 
 def _role(message: BaseMessage, where: str) -> str:
@@ -168,14 +164,14 @@ def entry_from_langchain(
     ``index`` is the message's position (for error messages and the positional id
     ``m<index>`` of a message without ``id``, unless ``default_id`` is given).
     """
-    where = _where(transcript_id, index)
+    where = message_where(transcript_id, index)
     if not isinstance(message, BaseMessage):
         raise TranscriptError(f"{where}: expected a LangChain message (got {_short(message)})")
     raw_id = message.id
     entry_id = raw_id if isinstance(raw_id, str) and raw_id else (
         default_id if default_id is not None else f"m{index}"
     )
-    where = _where(transcript_id, index, entry_id)
+    where = message_where(transcript_id, index, entry_id)
     role = _role(message, where)
     text = _text(message.content, where)
     name = message.name if isinstance(message.name, str) else None

@@ -69,7 +69,7 @@ from typing import Any
 from salience.errors import TranscriptError, describe
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
-__all__ = ["KEY", "entry_from_openai", "entry_to_openai", "from_openai", "to_openai"]
+__all__ = ["KEY", "entry_from_openai", "entry_to_openai", "from_openai", "message_where", "to_openai"]
 
 #: ``Entry.meta`` key under which the original message is kept for rendering.
 KEY = "_openai"
@@ -82,7 +82,8 @@ _TEXT_PARTS = ("text", "input_text", "output_text")
 _short = partial(describe, none_typed=False)
 
 
-def _where(tid: str, i: int, entry_id: object = None) -> str:
+def message_where(tid: str, i: int, entry_id: object = None) -> str:
+    """Where a message is, for errors: ``transcript 't', message 3 (id 'm3')``."""
     where = f"transcript {tid!r}, message {i}"
     if isinstance(entry_id, str) and entry_id:
         where += f" (id {entry_id!r})"
@@ -165,10 +166,10 @@ def entry_from_openai(
     tid = transcript_id
     if not isinstance(message, Mapping):
         raise TranscriptError(
-            f"{_where(tid, index)}: expected a mapping with 'role' and 'content' (got {_short(message)})"
+            f"{message_where(tid, index)}: expected a mapping with 'role' and 'content' (got {_short(message)})"
         )
     entry_id = message.get("id", default_id if default_id is not None else f"m{index}")
-    where = _where(tid, index, entry_id)
+    where = message_where(tid, index, entry_id)
     if not isinstance(entry_id, str) or not entry_id:
         raise _fail(where, "id", "a non-empty str", entry_id)
     if "role" not in message:
