@@ -8,6 +8,7 @@ computation by a fresh extractor or compactor, which must give exactly the same.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import pickle
 import random
@@ -333,3 +334,150 @@ def test_compactor_pickles_without_its_caches() -> None:
     clone = pickle.loads(pickle.dumps(compactor))
     assert "_cache" not in clone.__dict__
     same(clone.compact(history(40)), compactor.compact(history(40)))
+
+
+# -- sessions: calls that only append ---------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from salience.selector.compactor import CompactionSession  # noqa: E402
+
+
+def without_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(CompactionSession, "_append", lambda self, *args: None)
+
+
+def same_session_result(a: Compaction, b: Compaction) -> None:
+    same(a, b)
+    assert dict(a.choices) == dict(b.choices)
+    assert a.source.entries == b.source.entries
+    assert a.transcript.entries == b.transcript.entries
+    assert (a.source_tokens, a.budget, a.format, a.over_budget, a.system) == (
+        b.source_tokens, b.budget, b.format, b.over_budget, b.system)
+
+
+def run_session(messages: list[Any], cuts: list[int], budget: int, trigger: float, convert: Any) -> list[Any]:
+    session = make(pin_last=2, on_over_budget="keep_pins").session(budget=budget, trigger=trigger, min_removal=0.2)
+    out = []
+    for k in cuts:
+        result = session.compact(convert(messages[:k]))
+        out.append((result, session.triggered, session.recompacted, session.prefix_reuse, session.compactions,
+                    session.resets, dict(session._settled)))
+    return out
+
+
+def compare_runs(fast: list[Any], slow: list[Any]) -> None:
+    assert len(fast) == len(slow)
+    for (a, *rest_a), (b, *rest_b) in zip(fast, slow):
+        same_session_result(a, b)
+        assert rest_a == rest_b
+
+
+def as_transcript(messages: list[dict[str, Any]]) -> Transcript:
+    return Transcript.from_openai(messages)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), budget=st.integers(300, 3000), trigger=st.sampled_from([0.6, 0.9, 1.0]),
+       steps=st.lists(st.integers(0, 4), min_size=5, max_size=40))
+def test_appending_calls_match_the_full_path(seed: int, budget: int, trigger: float, steps: list[int]) -> None:
+    messages = history(12 + sum(steps), seed=seed)
+    cuts = list(itertools.accumulate(steps, initial=12))
+    fast = run_session(messages, cuts, budget, trigger, list)
+    with pytest.MonkeyPatch.context() as mp:
+        without_fast_path(mp)
+        compare_runs(fast, run_session(messages, cuts, budget, trigger, list))
+
+
+@pytest.mark.parametrize("kind", ["openai", "tuple", "transcript", "langchain"])
+def test_appending_calls_match_the_full_path_in_every_format(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    convert: Any = {"openai": list, "tuple": tuple, "transcript": as_transcript}.get(kind)
+    if kind == "langchain":
+        pytest.importorskip("langchain_core.messages")
+        from salience.adapters.langchain import to_langchain
+
+        convert = lambda ms: to_langchain(Transcript.from_openai(ms))  # noqa: E731
+    messages = history(150, seed=11)
+    cuts = [20, *range(21, 90), 90, 90, *range(95, 151, 5)]
+    hits = []
+    real_append = CompactionSession._append
+
+    def counting_append(self: Any, *args: Any) -> Any:
+        result = real_append(self, *args)
+        hits.append(result is not None)
+        return result
+
+    monkeypatch.setattr(CompactionSession, "_append", counting_append)
+    fast = run_session(messages, cuts, 1200, 0.9, convert)
+    assert sum(hits) > 30
+    without_fast_path(monkeypatch)
+    compare_runs(fast, run_session(messages, cuts, 1200, 0.9, convert))
+
+
+def test_a_call_that_only_appends_reads_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    from salience.formats import openai as openai_format
+
+    read = Counter[int]()
+    real_entry = openai_format.entry_from_openai
+
+    def counting_entry(message: Any, index: int, **kw: Any) -> Any:
+        read[index] += 1
+        return real_entry(message, index, **kw)
+
+    runs = []
+    real_run = compactor_module._Run.__init__
+
+    def counting_run(self: Any, *args: Any, **kw: Any) -> None:
+        runs.append(1)
+        real_run(self, *args, **kw)
+
+    monkeypatch.setattr(openai_format, "entry_from_openai", counting_entry)
+    monkeypatch.setattr(compactor_module._Run, "__init__", counting_run)
+    messages = history(300, seed=2)
+    session = make().session(budget=10**6)
+    session.compact(messages[:200])
+    for k in range(201, 301):
+        read.clear()
+        runs.clear()
+        result = session.compact(messages[:k])
+        assert list(read) == [k - 1] and not runs and result.method == "session-noop"
+        assert result.messages == messages[:k]
+
+
+def test_appending_calls_hand_out_copies_the_caller_may_change() -> None:
+    messages = history(60, seed=3)
+    session = make().session(budget=10**6)
+    first = session.compact(messages[:40])
+    first.messages[5]["content"] = "scribbled over by the caller"
+    first.messages.append({"role": "user", "content": "appended by the caller"})
+    second = session.compact(messages[:41])
+    assert second.messages == messages[:41]
+    assert first.messages[5]["content"] == "scribbled over by the caller"
+    second.messages[0]["content"] = "again"
+    assert session.compact(messages[:42]).messages == messages[:42]
+    assert messages == history(60, seed=3)
+
+
+def test_a_changed_old_message_starts_the_session_over() -> None:
+    messages = history(60, seed=5)
+    session = make(budget=10**6).session()
+    session.compact(messages[:40])
+    changed = copy.deepcopy(messages)
+    changed[3]["content"] = "changed"
+    result = session.compact(changed[:41])
+    assert session.resets == 1 and result.messages == changed[:41]
+
+
+def test_a_bad_new_message_fails_as_in_the_full_path_and_the_session_goes_on() -> None:
+    messages = history(60, seed=5)
+    session = make().session(budget=10**6)
+    session.compact(messages[:40])
+    bad = [*messages[:40], {"role": "tool", "tool_call_id": "nobody-called-this", "content": "x"}]
+    with pytest.raises(Exception) as fast_error:
+        session.compact(bad)
+    with pytest.raises(type(fast_error.value)) as full_error:
+        make().compact(bad)
+    assert str(fast_error.value) == str(full_error.value)
+    assert "entry 40" in str(fast_error.value)
+    assert session.compact(messages[:41]).messages == messages[:41]

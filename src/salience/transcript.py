@@ -214,6 +214,68 @@ class Query:
         return hash((self.text, self.evidence, self.at))
 
 
+class _Growth:
+    """What validating a transcript's entries leaves behind, so that a transcript that
+    extends them (the same entries first) is validated, and its parents found, for its
+    new entries only: ids seen, calls waiting for their results, calls answered, and
+    each entry's parent (see :meth:`Transcript.parents`).
+
+    :meth:`check` mutates the state: after an error, throw it away.
+    """
+
+    __slots__ = ("answered", "open_calls", "parents", "seen")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        self.open_calls: dict[str, int] = {}  # call id -> entry that made it, not answered yet
+        self.answered: dict[str, int] = {}  # call id -> entry that last answered it
+        self.parents: list[int] = []
+
+    def check(self, tid: str, entries: Sequence[Any], start: int = 0) -> _Growth:
+        """Validate ``entries[start:]``, the entries before them having been checked by this state."""
+        seen, open_calls, answered, parents = self.seen, self.open_calls, self.answered, self.parents
+        for i in range(start, len(entries)):
+            entry = entries[i]
+            if not isinstance(entry, Entry):
+                raise TranscriptError(f"transcript {tid!r}, entry {i}: expected an Entry (got {_got(entry)})")
+            if entry.id in seen:
+                raise TranscriptError(
+                    f"transcript {tid!r}, entry {i} (id {entry.id!r}): field 'id' must be unique "
+                    f"(entry {seen[entry.id]} has the same id)"
+                )
+            seen[entry.id] = i
+            parent = -1
+            if entry.tool_call_id is not None:
+                if entry.tool_call_id in answered and entry.tool_call_id not in open_calls:
+                    raise TranscriptError(
+                        f"transcript {tid!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
+                        f"{entry.tool_call_id!r} is answered twice (entry {answered[entry.tool_call_id]} "
+                        "answered it already)"
+                    )
+                if entry.tool_call_id not in open_calls:
+                    later = next(
+                        (j for j in range(i + 1, len(entries)) if isinstance(entries[j], Entry)
+                         and any(c.id == entry.tool_call_id for c in entries[j].tool_calls)),
+                        None,
+                    )
+                    why = "which no entry calls" if later is None else f"which only the later entry {later} calls"
+                    raise TranscriptError(
+                        f"transcript {tid!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
+                        f"must name a call made by an earlier assistant entry (got {entry.tool_call_id!r}, {why})"
+                    )
+                parent = open_calls.pop(entry.tool_call_id)
+                answered[entry.tool_call_id] = i
+            for call in entry.tool_calls:
+                if call.id in open_calls:
+                    raise TranscriptError(
+                        f"transcript {tid!r}, entry {i} (id {entry.id!r}): field 'tool_calls' reuses the "
+                        f"call id {call.id!r} of entry {open_calls[call.id]}, whose call is not answered yet"
+                    )
+                open_calls[call.id] = i
+            parents.append(parent)
+        return self
+
+
 @dataclass(frozen=True, slots=True)
 class Transcript:
     """An ordered list of entries, with optional domain and queries.
@@ -257,45 +319,7 @@ class Transcript:
             raise TranscriptError(
                 f"transcript {self.id!r}: field 'domain' must be a str or None (got {_got(self.domain)})"
             )
-        seen: dict[str, int] = {}
-        open_calls: dict[str, int] = {}  # call id -> entry that made it, not answered yet
-        answered: dict[str, int] = {}  # call id -> entry that last answered it
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, Entry):
-                raise TranscriptError(f"transcript {self.id!r}, entry {i}: expected an Entry (got {_got(entry)})")
-            if entry.id in seen:
-                raise TranscriptError(
-                    f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'id' must be unique "
-                    f"(entry {seen[entry.id]} has the same id)"
-                )
-            seen[entry.id] = i
-            for call in entry.tool_calls:
-                if call.id in open_calls:
-                    raise TranscriptError(
-                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_calls' reuses the "
-                        f"call id {call.id!r} of entry {open_calls[call.id]}, whose call is not answered yet"
-                    )
-                open_calls[call.id] = i
-            if entry.tool_call_id is not None:
-                if entry.tool_call_id in answered and entry.tool_call_id not in open_calls:
-                    raise TranscriptError(
-                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
-                        f"{entry.tool_call_id!r} is answered twice (entry {answered[entry.tool_call_id]} "
-                        "answered it already)"
-                    )
-                if entry.tool_call_id not in open_calls:
-                    later = next(
-                        (j for j in range(i + 1, len(entries)) if isinstance(entries[j], Entry)
-                         and any(c.id == entry.tool_call_id for c in entries[j].tool_calls)),
-                        None,
-                    )
-                    why = "which no entry calls" if later is None else f"which only the later entry {later} calls"
-                    raise TranscriptError(
-                        f"transcript {self.id!r}, entry {i} (id {entry.id!r}): field 'tool_call_id' "
-                        f"must name a call made by an earlier assistant entry (got {entry.tool_call_id!r}, {why})"
-                    )
-                del open_calls[entry.tool_call_id]
-                answered[entry.tool_call_id] = i
+        seen = _Growth().check(self.id, entries).seen
         for q, query in enumerate(queries):
             if not isinstance(query, Query):
                 raise TranscriptError(f"transcript {self.id!r}, query {q}: expected a Query (got {_got(query)})")
@@ -317,6 +341,21 @@ class Transcript:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def _extend(self, entries: Sequence[Entry], growth: _Growth) -> Transcript:
+        """This transcript with ``entries`` appended, validated for those only.
+
+        ``growth`` must be the state that validated this transcript's entries
+        (:class:`_Growth`); it is advanced to the new transcript's (and left half
+        advanced by an error). Queries are not carried over.
+        """
+        new = (*self.entries, *entries)
+        growth.check(self.id, new, len(self.entries))
+        out = object.__new__(Transcript)
+        for name, value in (("id", self.id), ("entries", new), ("domain", self.domain), ("queries", ()),
+                            ("meta", dict(self.meta))):
+            object.__setattr__(out, name, value)
+        return out
 
     # -- navigation ---------------------------------------------------------
     def index(self, entry_id: str) -> int:

@@ -69,7 +69,10 @@ stubbed forms, and each entry's rendering (callers get copies). The scorer's own
 caches (:mod:`salience.scorer.features`) do the same for features. So a call after one
 new message does that message's work plus an ``O(n)`` pass, the scoring model and the
 knapsack. :meth:`Compactor.clear_cache` empties the compactor's caches
-(:data:`MEMO_SIZE` items each at most).
+(:data:`MEMO_SIZE` items each at most). A :class:`CompactionSession` goes further: a
+call that only appends messages and stays below its trigger reads, counts and renders
+the new messages alone; what remains ``O(n)`` are comparisons and copies of lists
+done in C (the old messages against their copies, the messages handed out before).
 
 Invariants: ``tokens <= budget`` unless the pins alone exceed it (then
 :class:`~salience.errors.BudgetError`, or with ``on_over_budget="keep_pins"`` the
@@ -103,7 +106,7 @@ from salience.selector import knapsack
 from salience.selector.masking import Option, Phase, PhasePolicy, detect_phase, mask_options, tool_names
 from salience.selector.render import stub_text, trim_text
 from salience.tokens import TokenCounter, as_counter
-from salience.transcript import Entry, Transcript
+from salience.transcript import Entry, Transcript, _Growth
 from salience.values import extract_values, value_set
 
 __all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Compactor", "PrefixReuse"]
@@ -730,6 +733,48 @@ class _Options:
         self.stub_cover = -1.0
 
 
+def _entry_options(cfg: _Config, memo: _Memo | None, entry: Entry, name: str | None) -> _Options:
+    """``entry``'s :class:`_Options` (its token count and capped form), from ``memo`` when it has them;
+    ``memo.check_config(cfg)`` must have been called."""
+    if memo is not None:
+        hit = memo.options.get(id(entry))
+        if hit is not None and hit.entry is entry and hit.name == name:
+            return hit
+    counter = cfg.counter
+    cost = counter.count_entry(entry)
+    capped = _cap(cfg, entry, cost)
+    if capped is None:
+        opts = _Options(entry, name, cost, entry, cost)
+    else:
+        opts = _Options(entry, name, cost, capped, counter.count_entry(capped))
+    if memo is not None:
+        memo.put(memo.options, id(entry), opts)
+    return opts
+
+
+def _cap(cfg: _Config, entry: Entry, cost: int) -> Entry | None:
+    """``entry`` trimmed to ``cfg.max_entry_tokens`` (None when it fits, or trimming would not save)."""
+    cap = cfg.max_entry_tokens
+    if cap is None or cost <= cap or entry.role == "system" or not entry.content:
+        return None
+    counter = cfg.counter
+    text_tokens = counter.count(entry.content)
+    keep = cap - (cost - text_tokens) - 24  # room for the marker
+    best: Entry | None = None
+    for _ in range(4):
+        text = trim_text(entry.content, max(0, keep), counter, entry_id=entry.id, total=text_tokens)
+        if text is None:
+            break
+        best = entry.replace(content=text)
+        over = counter.count_entry(best) - cap
+        if over <= 0 or keep <= 0:
+            break
+        keep -= over
+    if best is not None and counter.count_entry(best) >= cost:
+        return None
+    return best
+
+
 class _Run:
     """Everything :meth:`Compactor.compact` works out about one input transcript.
 
@@ -748,7 +793,7 @@ class _Run:
         self.names = tool_names(source)
         if memo is not None:
             memo.check_config(cfg)
-        self.opts = [self._entry_options(e, name) for e, name in zip(source.entries, self.names)]
+        self.opts = [_entry_options(cfg, memo, e, name) for e, name in zip(source.entries, self.names)]
         self.src_cost = [o.src_cost for o in self.opts]
         self.full: list[Entry] = [o.full for o in self.opts]
         self.pretrimmed: set[int] = {i for i, o in enumerate(self.opts) if o.full is not o.entry}
@@ -760,44 +805,6 @@ class _Run:
         self._scores: dict[str | None, np.ndarray] = {}
 
     # -- renderings -----------------------------------------------------------
-    def _entry_options(self, entry: Entry, name: str | None) -> _Options:
-        memo = self.memo
-        if memo is not None:
-            hit = memo.options.get(id(entry))
-            if hit is not None and hit.entry is entry and hit.name == name:
-                return hit
-        counter = self.cfg.counter
-        cost = counter.count_entry(entry)
-        capped = self._cap(entry, cost)
-        if capped is None:
-            opts = _Options(entry, name, cost, entry, cost)
-        else:
-            opts = _Options(entry, name, cost, capped, counter.count_entry(capped))
-        if memo is not None:
-            memo.put(memo.options, id(entry), opts)
-        return opts
-
-    def _cap(self, entry: Entry, cost: int) -> Entry | None:
-        cap = self.cfg.max_entry_tokens
-        if cap is None or cost <= cap or entry.role == "system" or not entry.content:
-            return None
-        counter = self.cfg.counter
-        text_tokens = counter.count(entry.content)
-        keep = cap - (cost - text_tokens) - 24  # room for the marker
-        best: Entry | None = None
-        for _ in range(4):
-            text = trim_text(entry.content, max(0, keep), counter, entry_id=entry.id, total=text_tokens)
-            if text is None:
-                break
-            best = entry.replace(content=text)
-            over = counter.count_entry(best) - cap
-            if over <= 0 or keep <= 0:
-                break
-            keep -= over
-        if best is not None and counter.count_entry(best) >= cost:
-            return None
-        return best
-
     def _trim_keep(self, i: int) -> int:
         counter = self.cfg.counter
         tokens = counter.count(self.full[i].content)
@@ -1355,6 +1362,13 @@ class CompactionSession:
     * if the history is not an extension of the previous one (an entry changed or
       went missing), the session starts over (``resets`` counts).
 
+    A call that only appends to the history and stays below the trigger works on the
+    new messages alone (OpenAI and LangChain lists, Transcripts): it reads, counts and
+    renders them, and checks the old messages still equal what they were and that the
+    messages it handed out before were not changed (one given a change is copied
+    again). Messages of successive results that did not change are the same objects,
+    so copy one before changing it if an earlier result must stay as it was.
+
     After each call: ``triggered`` (this call compacted), ``recompacted``,
     ``prefix_reuse`` (a :class:`PrefixReuse` against the previous output, None on the
     first call), ``compactions`` (how many calls compacted).
@@ -1375,6 +1389,7 @@ class CompactionSession:
         self._settled: dict[str, tuple[int, Entry | None]] = {}
         self._point = 0
         self._last: Compaction | None = None
+        self._tail: _Tail | None = None
 
     def __repr__(self) -> str:
         return (f"CompactionSession(budget={self.budget}, trigger={self.trigger}, min_removal={self.min_removal!r}, "
@@ -1393,6 +1408,7 @@ class CompactionSession:
         self._settled = {}
         self._point = 0
         self._last = None
+        self._tail = None
 
     def compact(
         self,
@@ -1406,6 +1422,14 @@ class CompactionSession:
         """This step's messages (see the class doc); never modifies ``messages``."""
         cfg = self.compactor._config(self.budget)
         memo = self.compactor._memo()
+        tail, self._tail = self._tail, None
+        if tail is not None and system is None:
+            try:
+                appended = self._append(tail, cfg, memo, messages, format)
+            except SalienceError:  # bad new messages: the full path below says what is wrong
+                appended = None
+            if appended is not None:
+                return appended
         source, fmt = _to_transcript(messages, system=system, format=format, memo=memo)
         if self._source is not None and source.entries[: len(self._source.entries)] != self._source.entries:
             self.reset()
@@ -1436,6 +1460,122 @@ class CompactionSession:
         self.prefix_reuse = self._reuse(result, cfg.counter)
         self._source = source
         self._last = result
+        self._tail = _Tail.after(self, messages, format, cfg, memo, result)
+        return result
+
+    def _append(
+        self, tail: _Tail, cfg: _Config, memo: _Memo, messages: Any, format: str | None
+    ) -> Compaction | None:
+        """This call's result if the history only grew since the last call and stays within
+        the trigger (None otherwise: the full path then does the work), doing work for the
+        new messages only, beyond C-level comparisons and copies of lists."""
+        fmt = tail.fmt
+        if format != tail.format or tail.key != _tail_key(cfg):
+            return None
+        k = len(tail.source.entries)
+        if fmt == "transcript":
+            if (
+                not isinstance(messages, Transcript)
+                or len(messages.entries) < k
+                or (messages.id, messages.domain, messages.meta) != (tail.source.id, tail.source.domain,
+                                                                     tail.source.meta)
+                or messages.entries[:k] != tail.source.entries
+            ):
+                return None
+            source = messages
+            tail.growth.check(source.id, source.entries, k)  # finds the new entries' parents
+        else:
+            if not isinstance(messages, (list, tuple)) or len(messages) < k or list(messages[:k]) != tail.snaps:
+                return None
+            new = messages[k:]
+            if new and format is None and detect_format(new) != fmt:
+                return None
+            read, key = _reader(fmt)
+            read_entries = []
+            for i, m in enumerate(new, k):
+                entry = read(m, i, transcript_id="transcript")
+                memo.put(memo.messages, id(m), (m, i, fmt, entry))
+                read_entries.append(entry)
+            source = tail.source._extend(read_entries, tail.growth)
+            tail.snaps.extend(e.meta[key]["message"] for e in read_entries)
+        entries, parents = source.entries, tail.growth.parents
+        memo.check_config(cfg)
+        opts: list[_Options] = []
+        view = tail.tokens
+        late: set[int] = set()  # late results of dropped calls: they go with their calls
+        for i in range(k, len(entries)):
+            p = parents[i]
+            e = entries[i]
+            name = None
+            if e.role == "tool":
+                name = e.name if e.name or p < 0 else next(
+                    (c.name for c in entries[p].tool_calls if c.id == e.tool_call_id), None)
+            o = _entry_options(cfg, memo, e, name)
+            opts.append(o)
+            if p in tail.drops:
+                late.add(i)
+            else:
+                view += o.full_cost
+        if view > self.trigger * self.budget:
+            return None
+        out: list[Entry] = []
+        for i, o in enumerate(opts, k):
+            src = entries[i]
+            tail.src_tokens += o.src_cost
+            if i in late:
+                tail.drops.add(i)
+                self._settled[src.id] = (_DROP, None)
+                tail.dropped.append(src.id)
+                tail.archive[src.id] = src
+                tail.choices[src.id] = Option.DROP
+                continue
+            out.append(o.full)
+            if o.full is src:
+                tail.kept.append(src.id)
+                tail.choices[src.id] = Option.FULL
+            else:
+                tail.trimmed.append(src.id)
+                tail.archive[src.id] = src
+                tail.choices[src.id] = Option.TRIM
+        tail.tokens = view
+        tail.out = tail.out._extend(out, tail.out_growth)
+        tail.source = source
+        if fmt == "transcript":
+            messages_out: Any = tail.out
+        else:
+            render, copy_message = _renderer(fmt)
+            handed, internal = tail.handed, tail.internal
+            if handed != internal:  # the caller changed a message it was given: a new copy
+                for j, (h, r) in enumerate(zip(handed, internal)):
+                    if h != r:
+                        handed[j] = copy_message(r)
+            for e in out:
+                r = memo.rendered_message(e, render)
+                internal.append(r)
+                handed.append(copy_message(r))
+            messages_out = list(handed)
+        result = Compaction(
+            messages=messages_out,
+            kept=tuple(tail.kept),
+            trimmed=tuple(tail.trimmed),
+            stubbed=tuple(tail.stubbed),
+            dropped=tuple(tail.dropped),
+            tokens=tail.tokens,
+            budget=self.budget,
+            archive=MappingProxyType(dict(tail.archive)),
+            scores=None,
+            choices=MappingProxyType(dict(tail.choices)),
+            format=fmt,
+            transcript=tail.out,
+            source=source,
+            source_tokens=tail.src_tokens,
+            method="session-noop",
+        )
+        self.recompacted = self.triggered = False
+        self.prefix_reuse = self._reuse(result, cfg.counter)
+        self._source = source
+        self._last = result
+        self._tail = tail
         return result
 
     def _compact(
@@ -1508,6 +1648,104 @@ class CompactionSession:
         k = _common_prefix(prev_msgs, cur_msgs)
         prev_e, cur_e = last.transcript.entries, result.transcript.entries
         j = _common_prefix(prev_e, cur_e)
-        tokens = sum(counter.count_entry(e) for e in cur_e[:j])
+        tokens = last.tokens if j == len(prev_e) else sum(counter.count_entry(e) for e in cur_e[:j])
         share = k / len(prev_msgs) if prev_msgs else 1.0
         return PrefixReuse(messages=k, share=share, tokens=tokens)
+
+
+def _tail_key(cfg: _Config) -> tuple[Any, ...]:
+    """What an entry's full form and token count depend on."""
+    return (cfg.counter, cfg.max_entry_tokens)
+
+
+def _reader(fmt: str) -> tuple[Any, str]:
+    """(read one message as an entry, the entry meta key holding the message's copy) for ``fmt``."""
+    if fmt == "openai":
+        from salience.formats.openai import KEY, entry_from_openai
+
+        return entry_from_openai, KEY
+    from salience.adapters.langchain import KEY as LC_KEY
+    from salience.adapters.langchain import entry_from_langchain
+
+    return entry_from_langchain, LC_KEY
+
+
+def _renderer(fmt: str) -> tuple[Any, Any]:
+    """(render an entry as a message, copy a rendered message for the caller) for ``fmt``."""
+    if fmt == "openai":
+        from salience.formats.openai import entry_to_openai
+
+        return entry_to_openai, _copy_json
+    from salience.adapters.langchain import entry_to_langchain
+
+    return entry_to_langchain, lambda m: m.model_copy(deep=True)
+
+
+@dataclass(slots=True, eq=False)
+class _Tail:
+    """What a :class:`CompactionSession` keeps after a call, so that a next call that only
+    appends messages and does not compact works on the new messages alone
+    (:meth:`CompactionSession._append`); the result's parts, kept as lists and dicts
+    that grow.
+
+    * ``source``, ``growth``: the history read so far and its validation state;
+      ``snaps``: per message, the copy its entry holds (what the message must still equal);
+    * ``out``, ``out_growth``: the result's transcript and its validation state;
+      ``internal``: the result's messages as cached, ``handed``: the copies given out;
+    * ``drops``: indices of entries settled as dropped (their late results go with them).
+    """
+
+    fmt: str
+    format: str | None  # the format argument
+    key: tuple[Any, ...]  # see _tail_key
+    source: Transcript
+    growth: _Growth
+    snaps: list[Any]
+    out: Transcript
+    out_growth: _Growth
+    internal: list[Any]
+    handed: list[Any]
+    drops: set[int]
+    kept: list[str]
+    trimmed: list[str]
+    stubbed: list[str]
+    dropped: list[str]
+    archive: dict[str, Entry]
+    choices: dict[str, Option]
+    tokens: int
+    src_tokens: int
+
+    @classmethod
+    def after(
+        cls, session: CompactionSession, messages: Any, format: str | None, cfg: _Config, memo: _Memo,
+        result: Compaction,
+    ) -> _Tail | None:
+        """The tail of a call the full path answered (None for inputs the fast path does not take)."""
+        fmt, source = result.format, result.source
+        if fmt == "transcript":
+            if not isinstance(messages, Transcript):
+                return None
+            snaps: list[Any] = []
+        elif fmt in ("openai", "langchain") and format in (None, fmt) and isinstance(messages, (list, tuple)):
+            _, key = _reader(fmt)
+            snaps = [e.meta[key]["message"] for e in source.entries]
+        else:
+            return None
+        settled = session._settled
+        drops = {i for i, e in enumerate(source.entries) if settled.get(e.id, (None,))[0] == _DROP}
+        if fmt == "transcript":
+            internal: list[Any] = []
+            handed: list[Any] = []
+        else:
+            render, _ = _renderer(fmt)
+            internal = [memo.rendered_message(e, render) for e in result.transcript.entries]
+            handed = list(result.messages)
+        return cls(
+            fmt=fmt, format=format, key=_tail_key(cfg), source=source,
+            growth=_Growth().check(source.id, source.entries), snaps=snaps, out=result.transcript,
+            out_growth=_Growth().check(result.transcript.id, result.transcript.entries), internal=internal,
+            handed=handed, drops=drops, kept=list(result.kept), trimmed=list(result.trimmed),
+            stubbed=list(result.stubbed), dropped=list(result.dropped), archive=dict(result.archive),
+            choices=dict(result.choices),
+            tokens=result.tokens, src_tokens=result.source_tokens,
+        )
