@@ -357,11 +357,13 @@ def same_session_result(a: Compaction, b: Compaction) -> None:
         b.source_tokens, b.budget, b.format, b.over_budget, b.system)
 
 
-def run_session(messages: list[Any], cuts: list[int], budget: int, trigger: float, convert: Any) -> list[Any]:
+def run_session(
+    messages: list[Any], cuts: list[int], budget: int, trigger: float, convert: Any, **kwargs: Any
+) -> list[Any]:
     session = make(pin_last=2, on_over_budget="keep_pins").session(budget=budget, trigger=trigger, min_removal=0.2)
     out = []
     for k in cuts:
-        result = session.compact(convert(messages[:k]))
+        result = session.compact(convert(messages[:k]), **kwargs)
         out.append((result, session.triggered, session.recompacted, session.prefix_reuse, session.compactions,
                     session.resets, dict(session._settled)))
     return out
@@ -378,28 +380,39 @@ def as_transcript(messages: list[dict[str, Any]]) -> Transcript:
     return Transcript.from_openai(messages)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), budget=st.integers(300, 3000), trigger=st.sampled_from([0.6, 0.9, 1.0]),
-       steps=st.lists(st.integers(0, 4), min_size=5, max_size=40))
-def test_appending_calls_match_the_full_path(seed: int, budget: int, trigger: float, steps: list[int]) -> None:
-    messages = history(12 + sum(steps), seed=seed)
-    cuts = list(itertools.accumulate(steps, initial=12))
-    fast = run_session(messages, cuts, budget, trigger, list)
+       steps=st.lists(st.integers(0, 4), min_size=5, max_size=40), anthropic=st.booleans())
+def test_appending_calls_match_the_full_path(
+    seed: int, budget: int, trigger: float, steps: list[int], anthropic: bool
+) -> None:
+    messages: list[Any] = history(12 + sum(steps), seed=seed)
+    kwargs: dict[str, Any] = {}
+    if anthropic:
+        whole = Transcript.from_openai(messages)
+        messages, kwargs["system"] = whole.to_anthropic(), whole.anthropic_system()
+    cuts = [min(k, len(messages)) for k in itertools.accumulate(steps, initial=12)]
+    fast = run_session(messages, cuts, budget, trigger, list, **kwargs)
     with pytest.MonkeyPatch.context() as mp:
         without_fast_path(mp)
-        compare_runs(fast, run_session(messages, cuts, budget, trigger, list))
+        compare_runs(fast, run_session(messages, cuts, budget, trigger, list, **kwargs))
 
 
-@pytest.mark.parametrize("kind", ["openai", "tuple", "transcript", "langchain"])
+@pytest.mark.parametrize("kind", ["openai", "tuple", "transcript", "langchain", "anthropic"])
 def test_appending_calls_match_the_full_path_in_every_format(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     convert: Any = {"openai": list, "tuple": tuple, "transcript": as_transcript}.get(kind)
+    messages: list[Any] = history(150, seed=11)
+    kwargs: dict[str, Any] = {}
     if kind == "langchain":
         pytest.importorskip("langchain_core.messages")
         from salience.adapters.langchain import to_langchain
 
         convert = lambda ms: to_langchain(Transcript.from_openai(ms))  # noqa: E731
-    messages = history(150, seed=11)
-    cuts = [20, *range(21, 90), 90, 90, *range(95, 151, 5)]
+    elif kind == "anthropic":  # the whole history in Anthropic's form, cut by its messages
+        whole = Transcript.from_openai(messages)
+        messages, kwargs["system"] = whole.to_anthropic(), whole.anthropic_system()
+        convert = list
+    cuts = [20, *range(21, 90), 90, 90, *range(95, len(messages) + 1, 5)]
     hits = []
     real_append = CompactionSession._append
 
@@ -409,10 +422,10 @@ def test_appending_calls_match_the_full_path_in_every_format(kind: str, monkeypa
         return result
 
     monkeypatch.setattr(CompactionSession, "_append", counting_append)
-    fast = run_session(messages, cuts, 1200, 0.9, convert)
+    fast = run_session(messages, cuts, 1200, 0.9, convert, **kwargs)
     assert sum(hits) > 30
     without_fast_path(monkeypatch)
-    compare_runs(fast, run_session(messages, cuts, 1200, 0.9, convert))
+    compare_runs(fast, run_session(messages, cuts, 1200, 0.9, convert, **kwargs))
 
 
 def test_a_call_that_only_appends_reads_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -146,17 +146,58 @@ the id of a tool_use block of an earlier assistant message (got 'x')
         raise TranscriptError(
             f"transcript {tid!r}: messages must be a list of message mappings (got a {type(messages).__name__})"
         )
-    entries: list[Entry] = []
-    tool_names: dict[str, str] = {}
-    answered: set[str] = set()
-    if system is not None:
+    reader = Reader(tid)
+    entries: list[Entry] = [] if system is None else [reader.system(system)]
+    for i, message in enumerate(messages):
+        entries.extend(reader.read(message, i))
+    return Transcript(id=tid, entries=tuple(entries), domain=domain, queries=tuple(queries))
+
+
+def source_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+    """The copies of the messages ``entries`` were read from, one per message, in order."""
+    out: list[dict[str, Any]] = []
+    last = None
+    for entry in entries:
+        private = _private(entry)
+        if private is not None and private["head"] is not last:
+            last = private["head"]
+            out.append(last["message"])
+    return out
+
+
+class Reader:
+    """Reads Anthropic messages one at a time, as :func:`from_anthropic` does: it keeps the
+    ``tool_use`` ids seen so far (and their names) and those already answered, so that the
+    messages of a growing conversation can be read as they come."""
+
+    def __init__(self, tid: str = "transcript") -> None:
+        self.tid = tid
+        self.tool_names: dict[str, str] = {}
+        self.answered: set[str] = set()
+
+    @classmethod
+    def after(cls, transcript: Transcript) -> Reader:
+        """A reader in the state reading ``transcript``'s messages left it in."""
+        reader = cls(transcript.id)
+        for entry in transcript.entries:
+            reader.tool_names.update((c.id, c.name) for c in entry.tool_calls)
+            if entry.tool_call_id is not None:
+                reader.answered.add(entry.tool_call_id)
+        return reader
+
+    def system(self, system: Any) -> Entry:
+        """The entry of the system prompt ``system`` (a str or a list of text blocks)."""
+        tid = self.tid
         if not isinstance(system, (str, list)):
             raise _fail(f"transcript {tid!r}", "system", "a str, a list of text blocks or None", system)
         text = _blocks_text(system, f"transcript {tid!r}", "system")
-        entries.append(
-            Entry(id="system", role="system", content=text, meta={KEY: {"system": copy.deepcopy(system), "text": text}})
-        )
-    for i, message in enumerate(messages):
+        private = {"system": copy.deepcopy(system), "text": text}
+        return Entry(id="system", role="system", content=text, meta={KEY: private})
+
+    def read(self, message: Any, i: int) -> list[Entry]:
+        """The entries of ``message``, the ``i``-th message (one per part: see the module doc)."""
+        tid, tool_names, answered = self.tid, self.tool_names, self.answered
+        entries: list[Entry] = []
         if not isinstance(message, Mapping):
             raise TranscriptError(
                 f"transcript {tid!r}, message {i}: expected a mapping with 'role' and 'content' (got {_short(message)})"
@@ -244,7 +285,7 @@ the id of a tool_use block of an earlier assistant message (got 'x')
             private.update(text=text, role=entry_role, calls=tuple(calls), tool_call_id=use_id)
             entries.append(Entry(id=eid, role=entry_role, content=text, name=name, tool_calls=tuple(calls),
                                  tool_call_id=use_id, meta={KEY: private}))
-    return Transcript(id=tid, entries=tuple(entries), domain=domain, queries=tuple(queries))
+        return entries
 
 
 # -- rendering ---------------------------------------------------------------
@@ -500,6 +541,28 @@ def _render(message: _Message, renames: Mapping[str, Mapping[str, str]]) -> dict
     if not content:
         return None
     out["content"] = content
+    return out
+
+
+def render_appended(entries: Sequence[Entry]) -> list[dict[str, Any]] | None:
+    """The messages :func:`to_anthropic` renders for ``entries`` at the end of a transcript
+    whose earlier entries came from earlier messages (None if an entry was not read from
+    Anthropic messages: then only the whole transcript says how it renders)."""
+    messages: list[_Message] = []
+    for entry in entries:
+        private = _private(entry)
+        if private is None or entry.role == "system":
+            return None
+        head = private["head"]
+        if messages and _same_head(messages[-1].head, head):
+            messages[-1].entries.append(entry)
+        else:
+            messages.append(_Message(head["message"]["role"], head, [entry]))
+    out = []
+    for message in messages:
+        rendered = _render(message, {})
+        if rendered is not None:
+            out.append(rendered)
     return out
 
 

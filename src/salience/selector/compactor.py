@@ -1363,7 +1363,7 @@ class CompactionSession:
       went missing), the session starts over (``resets`` counts).
 
     A call that only appends to the history and stays below the trigger works on the
-    new messages alone (OpenAI and LangChain lists, Transcripts): it reads, counts and
+    new messages alone (OpenAI, Anthropic and LangChain lists, Transcripts): it reads, counts and
     renders them, and checks the old messages still equal what they were and that the
     messages it handed out before were not changed (one given a change is copied
     again). Messages of successive results that did not change are the same objects,
@@ -1423,9 +1423,9 @@ class CompactionSession:
         cfg = self.compactor._config(self.budget)
         memo = self.compactor._memo()
         tail, self._tail = self._tail, None
-        if tail is not None and system is None:
+        if tail is not None:
             try:
-                appended = self._append(tail, cfg, memo, messages, format)
+                appended = self._append(tail, cfg, memo, messages, system, format)
             except SalienceError:  # bad new messages: the full path below says what is wrong
                 appended = None
             if appended is not None:
@@ -1460,11 +1460,11 @@ class CompactionSession:
         self.prefix_reuse = self._reuse(result, cfg.counter)
         self._source = source
         self._last = result
-        self._tail = _Tail.after(self, messages, format, cfg, memo, result)
+        self._tail = _Tail.after(self, messages, system, format, cfg, memo, result)
         return result
 
     def _append(
-        self, tail: _Tail, cfg: _Config, memo: _Memo, messages: Any, format: str | None
+        self, tail: _Tail, cfg: _Config, memo: _Memo, messages: Any, system: Any, format: str | None
     ) -> Compaction | None:
         """This call's result if the history only grew since the last call and stays within
         the trigger (None otherwise: the full path then does the work), doing work for the
@@ -1485,19 +1485,33 @@ class CompactionSession:
             source = messages
             tail.growth.check(source.id, source.entries, k)  # finds the new entries' parents
         else:
-            if not isinstance(messages, (list, tuple)) or len(messages) < k or list(messages[:k]) != tail.snaps:
+            m = len(tail.snaps)
+            if (
+                not isinstance(messages, (list, tuple))
+                or len(messages) < m
+                or system != tail.system
+                or list(messages[:m]) != tail.snaps
+            ):
                 return None
-            new = messages[k:]
-            if new and format is None and detect_format(new) != fmt:
+            new = messages[m:]
+            if new and format is None and not _same_format(new, fmt):
                 return None
-            read, key = _reader(fmt)
-            read_entries = []
-            for i, m in enumerate(new, k):
-                entry = read(m, i, transcript_id="transcript")
-                memo.put(memo.messages, id(m), (m, i, fmt, entry))
-                read_entries.append(entry)
+            read_entries: list[Entry] = []
+            if fmt == "anthropic":
+                from salience.formats.anthropic import source_messages
+
+                assert tail.reader is not None
+                for i, message in enumerate(new, m):
+                    read_entries.extend(tail.reader.read(message, i))
+                tail.snaps.extend(source_messages(read_entries))
+            else:
+                read, key = _reader(fmt)
+                for i, message in enumerate(new, m):
+                    entry = read(message, i, transcript_id="transcript")
+                    memo.put(memo.messages, id(message), (message, i, fmt, entry))
+                    read_entries.append(entry)
+                tail.snaps.extend(e.meta[key]["message"] for e in read_entries)
             source = tail.source._extend(read_entries, tail.growth)
-            tail.snaps.extend(e.meta[key]["message"] for e in read_entries)
         entries, parents = source.entries, tail.growth.parents
         memo.check_config(cfg)
         opts: list[_Options] = []
@@ -1543,16 +1557,24 @@ class CompactionSession:
         if fmt == "transcript":
             messages_out: Any = tail.out
         else:
-            render, copy_message = _renderer(fmt)
             handed, internal = tail.handed, tail.internal
+            copy_message = _copy_json if fmt != "langchain" else _copy_langchain
+            if fmt == "anthropic":
+                from salience.formats.anthropic import render_appended
+
+                rendered = render_appended(out)
+                roles = [m.get("role") for m in internal[-1:] + (rendered or [])]
+                if rendered is None or any(a == b for a, b in zip(roles, roles[1:])):
+                    return None  # messages to merge: the full path merges them
+            else:
+                render = _renderer(fmt)
+                rendered = [memo.rendered_message(e, render) for e in out]
             if handed != internal:  # the caller changed a message it was given: a new copy
                 for j, (h, r) in enumerate(zip(handed, internal)):
                     if h != r:
                         handed[j] = copy_message(r)
-            for e in out:
-                r = memo.rendered_message(e, render)
-                internal.append(r)
-                handed.append(copy_message(r))
+            internal.extend(rendered)
+            handed.extend(copy_message(r) for r in rendered)
             messages_out = list(handed)
         result = Compaction(
             messages=messages_out,
@@ -1569,6 +1591,7 @@ class CompactionSession:
             transcript=tail.out,
             source=source,
             source_tokens=tail.src_tokens,
+            system=copy.deepcopy(tail.system_out),
             method="session-noop",
         )
         self.recompacted = self.triggered = False
@@ -1670,15 +1693,26 @@ def _reader(fmt: str) -> tuple[Any, str]:
     return entry_from_langchain, LC_KEY
 
 
-def _renderer(fmt: str) -> tuple[Any, Any]:
-    """(render an entry as a message, copy a rendered message for the caller) for ``fmt``."""
+def _renderer(fmt: str) -> Any:
+    """Render an entry as a message in ``fmt`` (``"openai"`` or ``"langchain"``)."""
     if fmt == "openai":
         from salience.formats.openai import entry_to_openai
 
-        return entry_to_openai, _copy_json
+        return entry_to_openai
     from salience.adapters.langchain import entry_to_langchain
 
-    return entry_to_langchain, lambda m: m.model_copy(deep=True)
+    return entry_to_langchain
+
+
+def _copy_langchain(message: Any) -> Any:
+    return message.model_copy(deep=True)
+
+
+def _same_format(messages: Sequence[Any], fmt: str) -> bool:
+    """Whether ``messages``, appended to a history in ``fmt``, leave it in that format."""
+    if fmt == "anthropic":
+        return not _is_langchain_list(messages) and not any(_is_openai_message(m) for m in messages)
+    return detect_format(messages) == fmt
 
 
 @dataclass(slots=True, eq=False)
@@ -1697,6 +1731,9 @@ class _Tail:
 
     fmt: str
     format: str | None  # the format argument
+    system: Any  # the system argument (a copy)
+    system_out: Any  # the result's system prompt
+    reader: Any  # Anthropic: the reader, in the state the history left it
     key: tuple[Any, ...]  # see _tail_key
     source: Transcript
     growth: _Growth
@@ -1717,35 +1754,41 @@ class _Tail:
 
     @classmethod
     def after(
-        cls, session: CompactionSession, messages: Any, format: str | None, cfg: _Config, memo: _Memo,
+        cls, session: CompactionSession, messages: Any, system: Any, format: str | None, cfg: _Config, memo: _Memo,
         result: Compaction,
     ) -> _Tail | None:
         """The tail of a call the full path answered (None for inputs the fast path does not take)."""
         fmt, source = result.format, result.source
+        reader = None
+        internal: list[Any] = []
+        handed: list[Any] = []
         if fmt == "transcript":
             if not isinstance(messages, Transcript):
                 return None
             snaps: list[Any] = []
-        elif fmt in ("openai", "langchain") and format in (None, fmt) and isinstance(messages, (list, tuple)):
+        elif format not in (None, fmt) or not isinstance(messages, (list, tuple)):
+            return None
+        elif fmt == "anthropic":
+            from salience.formats.anthropic import Reader, source_messages
+
+            snaps = source_messages(source.entries)
+            reader = Reader.after(source)
+            internal = _copy_json(result.messages)
+            handed = list(result.messages)
+        else:
             _, key = _reader(fmt)
             snaps = [e.meta[key]["message"] for e in source.entries]
-        else:
-            return None
-        settled = session._settled
-        drops = {i for i, e in enumerate(source.entries) if settled.get(e.id, (None,))[0] == _DROP}
-        if fmt == "transcript":
-            internal: list[Any] = []
-            handed: list[Any] = []
-        else:
-            render, _ = _renderer(fmt)
+            render = _renderer(fmt)
             internal = [memo.rendered_message(e, render) for e in result.transcript.entries]
             handed = list(result.messages)
+        settled = session._settled
+        drops = {i for i, e in enumerate(source.entries) if settled.get(e.id, (None,))[0] == _DROP}
         return cls(
-            fmt=fmt, format=format, key=_tail_key(cfg), source=source,
+            fmt=fmt, format=format, system=copy.deepcopy(system), system_out=copy.deepcopy(result.system),
+            reader=reader, key=_tail_key(cfg), source=source,
             growth=_Growth().check(source.id, source.entries), snaps=snaps, out=result.transcript,
             out_growth=_Growth().check(result.transcript.id, result.transcript.entries), internal=internal,
             handed=handed, drops=drops, kept=list(result.kept), trimmed=list(result.trimmed),
             stubbed=list(result.stubbed), dropped=list(result.dropped), archive=dict(result.archive),
-            choices=dict(result.choices),
-            tokens=result.tokens, src_tokens=result.source_tokens,
+            choices=dict(result.choices), tokens=result.tokens, src_tokens=result.source_tokens,
         )
