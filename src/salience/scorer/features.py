@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -44,7 +45,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from salience.scorer.baselines import build_bm25
-from salience.scorer.text import content_words, count_decision_words, count_error_markers, entry_text, tokenize
+from salience.scorer.text import (
+    STOPWORDS,
+    content_words,
+    count_decision_words,
+    count_error_markers,
+    entry_text,
+    tokenize,
+)
 from salience.tokens import as_counter
 from salience.tooltypes import ToolType, tool_type
 from salience.values import call_values, extract_values
@@ -92,6 +100,26 @@ BASE_FEATURES: tuple[str, ...] = (
     "session_position",
     "is_question",
     "time_words",
+    # conversational structure and content (0 or neutral where a transcript has none)
+    "turn_in_session",
+    "session_share",
+    "session_first",
+    "session_turns_after",
+    "length_rank_session",
+    "first_person",
+    "second_person",
+    "phatic_words",
+    "past_tense",
+    "shares_media",
+    "proper_nouns",
+    "asks",
+    "after_question",
+    "before_question",
+    "before_reaction",
+    "next_log_tokens",
+    "novel_words",
+    "novel_share",
+    "later_word_refs",
 )
 QUERY_FEATURES: tuple[str, ...] = (
     "bm25",
@@ -108,6 +136,35 @@ QUERY_FEATURES: tuple[str, ...] = (
     "speaker_in_query",
     "time_match",
 )
+
+
+#: Words that speak of oneself / of the listener (shares of an entry's words).
+_FIRST_PERSON = frozenset(
+    "i i'm i've i'd i'll my me mine myself we we're we've we'd we'll our us ours ourselves".split()
+)
+_SECOND_PERSON = frozenset("you you're you've you'd you'll your yours yourself yourselves".split())
+#: Small talk: thanks, praise, agreement, greetings. An entry made of these says little.
+_PHATIC = frozenset(
+    """thanks thank great awesome amazing cool wow love glad happy proud nice sounds congrats
+    congratulations wonderful fantastic sweet appreciate totally agree absolutely yeah yes lovely
+    beautiful inspiring incredible super really so good hey hi haha lol""".split()
+)
+_PAST_IRREGULAR = frozenset(
+    """went got took made saw did had was were came found started finished bought won met gave told
+    thought felt began became ran wrote read learned tried moved joined visited decided""".split()
+)
+#: A reply that reacts to what came before it ("Wow, ...", "That's ...", "What ...?").
+_REACTION = re.compile(
+    r"\s*(?:wow|whoa|that's|thats|that sounds|sounds|congrat\w*|awesome|amazing|cool|oh|omg|great|nice|what|how|really)\b",
+    re.IGNORECASE,
+)
+#: A shared photo or file as conversation readers render it ("[shares a photo: ...]").
+_MEDIA = re.compile(r"\[shares? an? (?:photo|image|picture|file|video)\b", re.IGNORECASE)
+_MEDIA_SPAN = re.compile(r"\[shares?[^\]]*\]", re.IGNORECASE)
+#: A capitalised word that does not start a sentence: a rough proper noun.
+_PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
+#: A word introduced by an entry counts as a later reference only while it stays this rare.
+_RARE_WORD_DF = 20
 
 
 def _count_any(text: str, words: Sequence[str]) -> int:
@@ -185,6 +242,8 @@ class _EntryData:
     word_set: frozenset[str]
     values: frozenset[str]
     embedding: np.ndarray | None
+    content: tuple[str, ...] = ()  # its distinct non-stop words, in order of first use
+    reaction: bool = False  # it opens by reacting to what came before
 
 
 @dataclass(slots=True)
@@ -235,6 +294,11 @@ class _Prefix:
         self.speaker = np.zeros(0)
         self.session_value = np.zeros(0)
         self.session_numeric = np.zeros(0, dtype=bool)
+        self.session_code = np.zeros(0, dtype=np.int64)
+        self.turn_in_session = np.zeros(0)
+        self.novel = np.zeros(0)
+        self.later_refs = np.zeros(0)
+        self.reaction = np.zeros(0, dtype=bool)
         self.data: list[_EntryData] = []
         self.names: list[str | None] = []
         self.first: dict[str, int] = {}
@@ -244,6 +308,10 @@ class _Prefix:
         self.users: list[int] = []
         self.first_speaker: str | None = None
         self.max_session: Any = None
+        self.sessions: dict[Any, int] = {}  # session key -> code
+        self.session_turns: list[int] = []  # entries seen so far, per session code
+        self.word_first: dict[str, int] = {}  # content word -> the entry that introduced it
+        self.word_df: dict[str, int] = {}  # content word -> how many entries use it
         self.base: _Base | None = None
 
     def _reserve(self, n: int, dim: int | None) -> None:
@@ -259,7 +327,8 @@ class _Prefix:
             return out
 
         for name in ("static", "role", "fwd_entries", "fwd_steps", "fwd_values", "bwd_values", "superseded",
-                     "dup_later", "speaker", "session_value", "session_numeric"):
+                     "dup_later", "speaker", "session_value", "session_numeric", "session_code", "turn_in_session",
+                     "novel", "later_refs", "reaction"):
             setattr(self, name, grow(getattr(self, name)))
         if self.emb is not None:
             self.emb = grow(self.emb)
@@ -326,6 +395,30 @@ class _Prefix:
                 self.session_numeric[i] = True
                 self.session_value[i] = float(s)
                 self.max_session = s if self.max_session is None else max(self.max_session, s)
+            # turn within its session (a transcript without sessions is one session)
+            key = s if isinstance(s, (int, float, str)) and not isinstance(s, bool) else None
+            code = self.sessions.get(key)
+            if code is None:
+                code = self.sessions[key] = len(self.session_turns)
+                self.session_turns.append(0)
+            self.session_code[i] = code
+            self.turn_in_session[i] = self.session_turns[code]
+            self.session_turns[code] += 1
+            # words this entry introduces, and later entries that use them again while rare
+            self.reaction[i] = d.reaction
+            word_first, word_df = self.word_first, self.word_df
+            for w in d.content:
+                j = word_first.get(w)
+                if j is None:
+                    word_first[w] = i
+                    word_df[w] = 1
+                    self.novel[i] += 1
+                    continue
+                df = word_df[w] = word_df[w] + 1
+                if df <= _RARE_WORD_DF:
+                    self.later_refs[j] += 1
+                elif df == _RARE_WORD_DF + 1:  # no longer rare: none of its uses count
+                    self.later_refs[j] -= _RARE_WORD_DF - 1
         # near-duplicate of a later entry of the same role (cosine > 0.95)
         if self.emb is not None:
             role_codes = self.role
@@ -339,6 +432,37 @@ class _Prefix:
         self.entries = self.entries + tuple(entries)
         self.n = n
         self.base = None
+
+    def _conversation(self, X: np.ndarray, n: int) -> None:
+        """The columns that place an entry in its session and among its neighbours."""
+        if n == 0:
+            return
+        code = self.session_code[:n]
+        turn = self.turn_in_session[:n]
+        length = np.asarray(self.session_turns, dtype=np.float64)[code]
+        X[:, _COL["turn_in_session"]] = _log1p(turn)
+        X[:, _COL["session_share"]] = turn / np.maximum(length - 1, 1)
+        X[:, _COL["session_first"]] = turn == 0
+        X[:, _COL["session_turns_after"]] = _log1p(length - 1 - turn)
+        tokens = X[:, _COL["log_tokens"]]
+        order = np.lexsort((np.arange(n), -tokens, code))  # by session, longest first
+        rank = np.empty(n)
+        rank[order] = np.arange(n)
+        first_of_session = np.zeros(len(self.session_turns))
+        sorted_codes = code[order]
+        starts = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]
+        first_of_session[sorted_codes[starts]] = starts
+        X[:, _COL["length_rank_session"]] = (rank - first_of_session[code]) / np.maximum(length - 1, 1)
+        asks = X[:, _COL["asks"]]
+        X[1:, _COL["after_question"]] = asks[:-1]
+        X[:-1, _COL["before_question"]] = asks[1:]
+        X[:-1, _COL["before_reaction"]] = self.reaction[1:n]
+        X[:-1, _COL["next_log_tokens"]] = tokens[1:]
+        novel = self.novel[:n]
+        distinct = np.array([len(d.content) for d in self.data[:n]], dtype=np.float64)
+        X[:, _COL["novel_words"]] = _log1p(novel)
+        X[:, _COL["novel_share"]] = novel / np.maximum(distinct, 1)
+        X[:, _COL["later_word_refs"]] = _log1p(self.later_refs[:n])
 
     def assemble(self, recent_window: int) -> _Base:
         """The base features of the ``n`` entries seen so far."""
@@ -379,6 +503,7 @@ class _Prefix:
             )
         else:
             X[:, _COL["session_position"]] = position
+        self._conversation(X, n)
         data = self.data
         self.base = _Base(X, emb, [d.words for d in data], [d.values for d in data], list(self.names),
                           [d.word_set for d in data])
@@ -594,7 +719,18 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         row[_COL["is_question"]] = float(e.content.rstrip().endswith("?"))
         row[_COL["time_words"]] = math.log1p(_count_any(e.content, _TIME_WORDS))
         words = tokenize(text)
-        return _EntryData(static=row, words=words, word_set=frozenset(words), values=values, embedding=None)
+        own = tokenize(e.content)
+        share = 1.0 / max(len(own), 1)
+        row[_COL["first_person"]] = share * sum(w in _FIRST_PERSON for w in own)
+        row[_COL["second_person"]] = share * sum(w in _SECOND_PERSON for w in own)
+        row[_COL["phatic_words"]] = share * sum(w in _PHATIC for w in own)
+        row[_COL["past_tense"]] = share * sum(w in _PAST_IRREGULAR or (len(w) > 4 and w.endswith("ed")) for w in own)
+        row[_COL["shares_media"]] = float(_MEDIA.search(e.content) is not None)
+        row[_COL["proper_nouns"]] = math.log1p(len(_PROPER.findall(_MEDIA_SPAN.sub("", e.content))))
+        row[_COL["asks"]] = float("?" in e.content)
+        content = tuple(dict.fromkeys(w for w in words if w not in STOPWORDS))
+        return _EntryData(static=row, words=words, word_set=frozenset(words), values=values, embedding=None,
+                          content=content, reaction=_REACTION.match(e.content) is not None)
 
     def query_block(self, transcript: Transcript, query: str, base: _Base | None = None) -> np.ndarray:
         """The query features of every entry of ``transcript`` for ``query``."""
