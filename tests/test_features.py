@@ -107,3 +107,71 @@ def test_embedding_features_with_the_real_model(transcript: Transcript) -> None:
     assert np.isclose(X[1, _col("sim_task")], 1.0, atol=1e-4)
     cos = X[:, _col("cos_query")]
     assert cos[5] > cos[2] and cos[5] > cos[1]  # the reservation's flights, not the user lookup
+
+
+def _conversation() -> Transcript:
+    turns = [
+        (1, "Ann", "Hey Bo! Good to see you! How have you been?"),
+        (1, "Bo", "I went to a pottery class in Lisbon yesterday and made a bowl."),
+        (1, "Ann", "Wow, that's cool! What did you paint on the bowl?"),
+        (1, "Bo", "Thanks! Just some blue waves."),
+        (2, "Bo", "Since we last chatted, I finished the pottery bowl and gave it to my sister."),
+        (2, "Ann", "That's so sweet of you!"),
+        (2, "Bo", "Here it is. [shares a photo: a photo of a blue bowl on a table]"),
+    ]
+    return Transcript(id="c", entries=tuple(
+        Entry(id=f"D{s}:{k}", role="user" if name == "Ann" else "assistant", name=name, content=text,
+              meta={"session": s})
+        for k, (s, name, text) in enumerate(turns, start=1)))
+
+
+def test_conversation_features() -> None:
+    t = _conversation()
+    X = FeatureExtractor(use_embeddings=False).fit().transform_one(t)
+
+    def col(name: str) -> list[float]:
+        return X[:, _col(name)].round(3).tolist()
+
+    assert col("session_first") == [1, 0, 0, 0, 1, 0, 0]
+    assert col("turn_in_session")[:5] == [0.0, 0.693, 1.099, 1.386, 0.0]
+    assert col("session_share") == [0, 0.333, 0.667, 1, 0, 0.5, 1]
+    assert col("session_turns_after")[:4] == [1.386, 1.099, 0.693, 0]
+    assert col("asks") == [1, 0, 1, 0, 0, 0, 0]
+    assert col("after_question") == [0, 1, 0, 1, 0, 0, 0]
+    assert col("before_question") == [0, 1, 0, 0, 0, 0, 0]
+    assert col("before_reaction") == [0, 1, 0, 0, 1, 0, 0]  # "Wow, ...", "That's so sweet ..."
+    assert col("shares_media") == [0, 0, 0, 0, 0, 0, 1]
+    assert X[1, _col("proper_nouns")] > 0  # Lisbon
+    assert X[1, _col("first_person")] > X[2, _col("first_person")]
+    assert X[2, _col("second_person")] > 0 and X[2, _col("phatic_words")] > 0
+    assert X[1, _col("past_tense")] > 0  # went, made
+    assert X[0, _col("novel_share")] == 1.0
+    # "pottery" and "bowl" come back later: the turn that introduced them is referenced
+    assert X[1, _col("later_word_refs")] > 0 and X[6, _col("later_word_refs")] == 0
+    # within each session, the longest turn ranks first
+    rank = X[:, _col("length_rank_session")]
+    assert rank[1] == 0.0 and rank[5] == 1.0
+
+
+def test_conversation_features_grow_like_a_cold_computation() -> None:
+    t = _conversation()
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    for k in range(1, len(t.entries) + 1):
+        sub = Transcript(id="c", entries=t.entries[:k])
+        warm = fe.transform_one(sub)
+        cold = FeatureExtractor(use_embeddings=False).fit().transform_one(sub)
+        np.testing.assert_array_equal(warm, cold)
+
+
+def test_rare_word_references_stop_counting_when_the_word_is_common() -> None:
+    from salience.scorer import features as fm
+
+    limit = fm._RARE_WORD_DF
+    entries = [Entry(id="e0", role="user", content="zebra crossing")]
+    entries += [Entry(id=f"e{i}", role="assistant", content=f"zebra {i}") for i in range(1, limit + 3)]
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    refs = []
+    for k in (limit - 1, limit, limit + 1, limit + 2):
+        X = fe.transform_one(Transcript(id="z", entries=tuple(entries[:k])))
+        refs.append(round(float(np.expm1(X[0, _col("later_word_refs")]))))
+    assert refs == [limit - 2, limit - 1, 0, 0]

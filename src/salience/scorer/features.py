@@ -6,7 +6,13 @@ matrix with one row per entry. The columns come in two blocks:
 * *base* features, which do not depend on the query: role, tool type, keywords,
   references to and from other entries, recency and position, length, identifier
   density, near-duplicates of later entries, topic similarity to the task and to
-  the recent window, speaker and session for conversations;
+  the recent window, speaker and session for conversations; and what places an
+  entry in a conversation: its turn within its session (``meta["session"]``; a
+  transcript without sessions is one session) and length rank there, how much it
+  speaks of oneself, of the listener, in small talk or in the past tense, shared
+  media, proper nouns, whether it asks, answers a question or draws a reaction
+  ("Wow, ...") from the next entry, the words it is first to use and how often
+  later entries use them again while they stay rare;
 * *query* features: BM25 against the query, embedding cosine with the query (raw,
   standardised within the transcript, and as a rank), the same for the entry's
   neighbours, value and word overlap with the query, speaker named in the query,
@@ -21,9 +27,9 @@ history against many queries, or again after one new message, costs little:
 * per entry, by content (role, text, tool name, calls): its words, values, token
   count, keyword counts and embedding (:data:`ENTRY_CACHE_SIZE` entries);
 * per growing transcript: the running state of the features that relate entries to
-  each other (first appearance and reuse of values, superseded calls,
-  near-duplicates, task and speakers). A transcript that extends one seen before
-  (the same entries first) costs its new entries plus an ``O(n)`` numpy assembly;
+  each other (first appearance and reuse of values and of words, superseded calls,
+  near-duplicates, task, speakers and sessions). A transcript that extends one seen before
+  (the same entries first) costs its new entries plus an ``O(n log n)`` numpy assembly;
   near-duplicates compare each new entry with the earlier ones, ``O(n)`` per new
   entry (``O(n^2)`` on a cold transcript, in blocks).
 """
@@ -297,6 +303,7 @@ class _Prefix:
         self.session_code = np.zeros(0, dtype=np.int64)
         self.turn_in_session = np.zeros(0)
         self.novel = np.zeros(0)
+        self.distinct = np.zeros(0)
         self.later_refs = np.zeros(0)
         self.reaction = np.zeros(0, dtype=bool)
         self.data: list[_EntryData] = []
@@ -328,7 +335,7 @@ class _Prefix:
 
         for name in ("static", "role", "fwd_entries", "fwd_steps", "fwd_values", "bwd_values", "superseded",
                      "dup_later", "speaker", "session_value", "session_numeric", "session_code", "turn_in_session",
-                     "novel", "later_refs", "reaction"):
+                     "novel", "distinct", "later_refs", "reaction"):
             setattr(self, name, grow(getattr(self, name)))
         if self.emb is not None:
             self.emb = grow(self.emb)
@@ -406,6 +413,7 @@ class _Prefix:
             self.session_turns[code] += 1
             # words this entry introduces, and later entries that use them again while rare
             self.reaction[i] = d.reaction
+            self.distinct[i] = len(d.content)
             word_first, word_df = self.word_first, self.word_df
             for w in d.content:
                 j = word_first.get(w)
@@ -459,9 +467,8 @@ class _Prefix:
         X[:-1, _COL["before_reaction"]] = self.reaction[1:n]
         X[:-1, _COL["next_log_tokens"]] = tokens[1:]
         novel = self.novel[:n]
-        distinct = np.array([len(d.content) for d in self.data[:n]], dtype=np.float64)
         X[:, _COL["novel_words"]] = _log1p(novel)
-        X[:, _COL["novel_share"]] = novel / np.maximum(distinct, 1)
+        X[:, _COL["novel_share"]] = novel / np.maximum(self.distinct[:n], 1)
         X[:, _COL["later_word_refs"]] = _log1p(self.later_refs[:n])
 
     def assemble(self, recent_window: int) -> _Base:
