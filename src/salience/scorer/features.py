@@ -726,7 +726,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         row[_COL["is_question"]] = float(e.content.rstrip().endswith("?"))
         row[_COL["time_words"]] = math.log1p(_count_any(e.content, _TIME_WORDS))
         words = tokenize(text)
-        own = tokenize(e.content)
+        own = words if text == e.content else tokenize(e.content)
         share = 1.0 / max(len(own), 1)
         row[_COL["first_person"]] = share * sum(w in _FIRST_PERSON for w in own)
         row[_COL["second_person"]] = share * sum(w in _SECOND_PERSON for w in own)
