@@ -161,7 +161,8 @@ _PAST_IRREGULAR = frozenset(
 )
 #: A reply that reacts to what came before it ("Wow, ...", "That's ...", "What ...?").
 _REACTION = re.compile(
-    r"\s*(?:wow|whoa|that's|thats|that sounds|sounds|congrat\w*|awesome|amazing|cool|oh|omg|great|nice|what|how|really)\b",
+    r"\s*(?:wow|whoa|that's|thats|that sounds|sounds|congrat\w*|awesome|amazing|cool|oh|omg|great|nice"
+    r"|what|how|really)\b",
     re.IGNORECASE,
 )
 #: A shared photo or file as conversation readers render it ("[shares a photo: ...]").

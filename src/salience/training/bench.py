@@ -202,7 +202,7 @@ class HindsightAUC:
         return self.auc
 
 
-_TITLES = {
+_TITLES: dict[str, str] = {
     BenchKind.QUERY: "evidence recall, query-aware",
     BenchKind.AGNOSTIC: "evidence recall, query-agnostic",
     BenchKind.REFERENCE: "agent reference recall",
@@ -328,14 +328,14 @@ class BenchReport:
         for m in methods:
             cells = []
             for col in columns:
-                c = by.get((m, col[0]))
-                value = math.nan if c is None else c.as_dict().get(col[1], math.nan)
+                curve = by.get((m, col[0]))
+                value = math.nan if curve is None else curve.as_dict().get(col[1], math.nan)
                 if not math.isfinite(value):
                     cells.append("-")
                     continue
                 text = f"{value:.3f}"
-                if c is not None and c.over_budget:
-                    over = c.over_budget[c.fractions.index(col[1])]
+                if curve is not None and curve.over_budget:
+                    over = curve.over_budget[curve.fractions.index(col[1])]
                     if over:
                         text += f" +{over}"
                 if col in best and m != "oracle" and math.isclose(value, best[col]):
@@ -364,7 +364,7 @@ class BenchReport:
         tab10 = plt.get_cmap("tab10")
         palette = [tab10(i) for i in (0, 1, 2, 4, 5, 6, 8, 9)]  # no red (the scorer's) nor gray (the oracle's)
         palette += [plt.get_cmap("Dark2")(i) for i in range(8)]
-        colors = {}
+        colors: dict[str, Any] = {}
         j = 0
         for m in methods:
             if m == self.scorer_name:
