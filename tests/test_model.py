@@ -76,6 +76,20 @@ def test_scores_are_probabilities_per_entry(fitted: ImportanceScorer, samples: l
     assert fitted.metadata_["library_version"] == salience.__version__
 
 
+def test_isotonic_steps_keep_the_model_order(fitted: ImportanceScorer, samples: list[Transcript]) -> None:
+    model = fitted.prior_model_
+    for t in samples:
+        X = fitted.features_.transform_one(t)
+        raw = model.estimator.predict_proba(X)[:, 1]
+        steps = model.calibrator.predict(raw)
+        scores = fitted.score(t)
+        assert np.abs(scores - steps).max() <= 1e-6  # still the calibrated probabilities
+        assert len(np.unique(steps)) < len(np.unique(raw))  # the steps tie entries ...
+        order = np.lexsort((-raw, -steps))
+        assert (np.diff(scores[order]) <= 0).all()  # ... which the raw score orders
+        assert len(np.unique(scores)) == len(np.unique(raw))
+
+
 def test_any_classifier_is_accepted(samples: list[Transcript]) -> None:
     scorer = _fast(estimator=LogisticRegression(max_iter=500), calibration=None).fit(samples)
     assert scorer.score(samples[0]).shape == (len(samples[0].entries),)

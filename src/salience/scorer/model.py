@@ -465,6 +465,13 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         return scorer
 
 
+#: Weight of the raw probability in an isotonic-calibrated one. Isotonic calibration is a
+#: step function (a few dozen steps), so without it the entries of one step tie and a
+#: packer breaks the tie by position, not by what the model saw; with it the order
+#: within a step is the model's, and the calibrated value moves by at most this much.
+TIE_BREAK = 1e-6
+
+
 class _Calibrated:
     """A fitted classifier whose probabilities go through a fitted 1-d calibrator."""
 
@@ -477,8 +484,8 @@ class _Calibrated:
         raw = np.asarray(self.estimator.predict_proba(X)[:, 1])
         if hasattr(self.calibrator, "predict_proba"):  # Platt: a logistic regression on the raw score
             p = self.calibrator.predict_proba(raw.reshape(-1, 1))[:, 1]
-        else:  # isotonic
-            p = self.calibrator.predict(raw)
+        else:  # isotonic: a step function; the raw score orders the entries of each step
+            p = (1.0 - TIE_BREAK) * np.asarray(self.calibrator.predict(raw)) + TIE_BREAK * raw
         p = np.clip(p, 0.0, 1.0)
         return np.column_stack([1.0 - p, p])
 
