@@ -494,3 +494,11 @@ def test_a_bad_new_message_fails_as_in_the_full_path_and_the_session_goes_on() -
     assert str(fast_error.value) == str(full_error.value)
     assert "entry 40" in str(fast_error.value)
     assert session.compact(messages[:41]).messages == messages[:41]
+
+
+def test_system_with_a_transcript_is_refused_on_every_call() -> None:
+    messages = history(50, seed=5)
+    session = make().session(budget=10**6)
+    session.compact(as_transcript(messages[:40]))
+    with pytest.raises(ValueError, match="system= is only for Anthropic"):
+        session.compact(as_transcript(messages[:41]), system="be brief")

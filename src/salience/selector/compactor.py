@@ -1476,6 +1476,7 @@ class CompactionSession:
         if fmt == "transcript":
             if (
                 not isinstance(messages, Transcript)
+                or system is not None
                 or len(messages.entries) < k
                 or (messages.id, messages.domain, messages.meta) != (tail.source.id, tail.source.domain,
                                                                      tail.source.meta)
