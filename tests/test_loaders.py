@@ -13,6 +13,7 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -317,6 +318,8 @@ BROKEN = {
                          apibank, r"level-2-1\.jsonl:2: field 'role' must be one of 'User', 'AI', 'API' \(got 'Bot'\)"),
     "apibank-no-result": (lambda: _edit_lines("apibank", 4, '{"role": "API", "api_name": "AddAlarm"}'),
                           apibank, r"level-2-1\.jsonl:4: field 'result' must be an object"),
+    "apibank-bad-json-line": (lambda: _edit_lines("apibank", 3, '{"role": "AI", "text": '),
+                              apibank, r"level-2-1\.jsonl:3: malformed JSON: Expecting value"),
 }
 
 
@@ -329,6 +332,14 @@ def test_malformed_files_raise_format_error_naming_the_file(case: str, tmp_path:
     with pytest.raises(FormatError, match=pattern) as info:
         module.load(path)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("module", [mint, apibank], ids=["mint", "apibank"])
+def test_json_lines_that_are_not_utf8_name_the_file(module: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b'{"role": "User", "text": "caf\xe9"}\n')
+    with pytest.raises(FormatError, match=rf"{path}: not UTF-8 text \(byte \d+: invalid continuation byte\)"):
+        module.load(path)
 
 
 def test_malformed_file_through_load_transcripts(tmp_path: Path) -> None:

@@ -27,12 +27,13 @@ Errors for bad input should be raised as :class:`~salience.errors.SalienceError`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from salience._version import __version__
@@ -97,6 +98,21 @@ def progress_bar(*, transient: bool = True) -> Progress:
         transient=transient,
         disable=not console.is_terminal,
     )
+
+
+@contextlib.contextmanager
+def stage_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A :func:`progress_bar` with one bar per stage, and the ``progress(stage, done, total)``
+    callback that fills them (what :func:`~salience.training.train.train_scorer` takes)."""
+    with progress_bar() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=max(total, 1))
+            bar.update(tasks[stage], completed=done, total=max(total, 1))
+
+        yield progress
 
 
 def add_paths_argument(parser: argparse.ArgumentParser) -> None:

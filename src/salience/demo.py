@@ -35,7 +35,7 @@ def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from salience.cli import load_inputs, print_stats, progress_bar, stdout
+    from salience.cli import load_inputs, print_stats, stage_progress, stdout
     from salience.scorer.model import default_scorer
     from salience.selector.commands import print_inspection
     from salience.selector.compactor import Compactor
@@ -54,14 +54,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     console.rule("2. train a scorer, benchmark it against the baselines")
     args.out.mkdir(parents=True, exist_ok=True)
-    with progress_bar() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=max(total, 1))
-            bar.update(tasks[stage], completed=done, total=max(total, 1))
-
+    with stage_progress() as progress:
         report = train_scorer(transcripts, out=args.out / "scorer.salience", test_split=0.3, max_steps=60,
                               progress=progress)
     console.print(f"trained on {report.n_train} transcripts, held out {report.n_test}; wrote {report.path}")

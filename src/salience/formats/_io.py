@@ -1,14 +1,15 @@
-"""What the loaders share: reading a JSON file."""
+"""What the loaders share: reading a JSON file, or a file of JSON lines."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError
 
-__all__ = ["read_json"]
+__all__ = ["json_lines", "read_json"]
 
 
 def read_json(path: Path) -> Any:
@@ -20,5 +21,25 @@ def read_json(path: Path) -> Any:
         raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise FormatError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}") from None
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
+    """``(line number, "path:line", value)`` for each non-blank line of the JSON-lines file
+    ``path``; a :class:`FormatError` naming the file (and line) for what cannot be read."""
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise FormatError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
+                yield lineno, where, value
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None

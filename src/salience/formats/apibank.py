@@ -30,6 +30,7 @@ from typing import Any
 
 from salience.errors import FormatError, TranscriptError
 from salience.errors import describe as _got
+from salience.formats._io import json_lines
 from salience.transcript import Entry, ToolCall, Transcript
 
 __all__ = ["NAME", "load", "sniff"]
@@ -85,35 +86,22 @@ def load(path: str | os.PathLike[str]) -> list[Transcript]:
     path = Path(path)
     entries: list[Entry] = []
     apis: list[str] = []
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{n}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise FormatError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
-                if not isinstance(obj, Mapping):
-                    raise FormatError(f"{where}: expected a turn object with 'role' (got {_got(obj)})")
-                raw_role = obj.get("role")
-                role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
-                if role is None:
-                    allowed = "'User', 'AI', 'API'"
-                    raise FormatError(f"{where}: field 'role' must be one of {allowed} (got {_got(raw_role)})")
-                if role == "api":
-                    entries.extend(_api_entries(n, obj, where))
-                    apis.append(obj["api_name"])
-                    continue
-                text = obj.get("text")
-                if not isinstance(text, str):
-                    raise FormatError(f"{where}: field 'text' must be a str (got {_got(text)})")
-                entries.append(Entry(id=f"l{n}", role=role, content=text, meta={"line": n}))
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    for n, where, obj in json_lines(path):
+        if not isinstance(obj, Mapping):
+            raise FormatError(f"{where}: expected a turn object with 'role' (got {_got(obj)})")
+        raw_role = obj.get("role")
+        role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
+        if role is None:
+            allowed = "'User', 'AI', 'API'"
+            raise FormatError(f"{where}: field 'role' must be one of {allowed} (got {_got(raw_role)})")
+        if role == "api":
+            entries.extend(_api_entries(n, obj, where))
+            apis.append(obj["api_name"])
+            continue
+        text = obj.get("text")
+        if not isinstance(text, str):
+            raise FormatError(f"{where}: field 'text' must be a str (got {_got(text)})")
+        entries.append(Entry(id=f"l{n}", role=role, content=text, meta={"line": n}))
     if not entries:
         raise FormatError(f"{path}: no dialogue turns (expected JSON lines with role 'User', 'AI' or 'API')")
     try:

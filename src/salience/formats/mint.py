@@ -35,6 +35,7 @@ from typing import Any
 
 from salience.errors import FormatError, TranscriptError
 from salience.errors import describe as _got
+from salience.formats._io import json_lines
 from salience.transcript import Entry, Transcript
 
 __all__ = ["NAME", "load", "run_to_transcript", "sniff"]
@@ -158,21 +159,8 @@ def load(path: str | os.PathLike[str]) -> list[Transcript]:
     """Every run in MINT ``results.jsonl`` file ``path``, one transcript per line."""
     path = Path(path)
     model, folder, task = _parts(path)
-    out: list[Transcript] = []
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise FormatError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
-                out.append(run_to_transcript(obj, id=f"mint-{model}-{task}-{lineno}", model=model, folder=folder,
-                                             task=task, where=where, meta={"line": lineno}))
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return out
+    return [
+        run_to_transcript(obj, id=f"mint-{model}-{task}-{lineno}", model=model, folder=folder, task=task,
+                          where=where, meta={"line": lineno})
+        for lineno, where, obj in json_lines(path)
+    ]

@@ -96,7 +96,7 @@ def _feature_plot(scorer: Any, path: Path) -> Path | None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from salience.cli import load_inputs, progress_bar, stdout
+    from salience.cli import load_inputs, stage_progress, stdout
     from salience.scorer.features import FeatureExtractor
     from salience.scorer.model import ImportanceScorer
     from salience.training.train import train_scorer
@@ -110,14 +110,7 @@ def run_train(args: argparse.Namespace) -> int:
     scorer = ImportanceScorer(
         features=FeatureExtractor(use_embeddings=not args.no_embeddings), cv=args.cv, random_state=args.seed
     )
-    with progress_bar() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=max(total, 1))
-            bar.update(tasks[stage], completed=done, total=max(total, 1))
-
+    with stage_progress() as progress:
         report = train_scorer(
             transcripts,
             out=args.out,
