@@ -35,9 +35,9 @@ def json_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
                     continue
                 where = f"{path}:{lineno}"
                 try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise FormatError(f"{where}: malformed JSON: {exc.msg} at column {exc.colno}") from None
+                    value = json.loads(line.rstrip("\r\n"))
+                except json.JSONDecodeError as exc:  # the column within the line (colno counts past its end)
+                    raise FormatError(f"{where}: malformed JSON: {exc.msg} at column {exc.pos + 1}") from None
                 yield lineno, where, value
     except UnicodeDecodeError as exc:
         raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
