@@ -103,7 +103,15 @@ import numpy as np
 
 from salience.errors import BudgetError, FormatError, SalienceError, ScorerError, describe
 from salience.selector import knapsack
-from salience.selector.masking import Option, Phase, PhasePolicy, detect_phase, mask_options, tool_names
+from salience.selector.masking import (
+    Option,
+    Phase,
+    PhasePolicy,
+    detect_phase,
+    mask_options,
+    tool_name,
+    tool_names,
+)
 from salience.selector.render import stub_text, trim_text
 from salience.tokens import TokenCounter, as_counter
 from salience.transcript import Entry, Transcript, _Growth
@@ -1520,12 +1528,7 @@ class CompactionSession:
         late: set[int] = set()  # late results of dropped calls: they go with their calls
         for i in range(k, len(entries)):
             p = parents[i]
-            e = entries[i]
-            name = None
-            if e.role == "tool":
-                name = e.name if e.name or p < 0 else next(
-                    (c.name for c in entries[p].tool_calls if c.id == e.tool_call_id), None)
-            o = _entry_options(cfg, memo, e, name)
+            o = _entry_options(cfg, memo, entries[i], tool_name(entries, i, p))
             opts.append(o)
             if p in tail.drops:
                 late.add(i)

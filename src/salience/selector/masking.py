@@ -54,7 +54,7 @@ import numpy as np
 
 from salience.errors import describe
 from salience.tooltypes import ToolType, tool_type
-from salience.transcript import Transcript
+from salience.transcript import Entry, Transcript
 
 __all__ = [
     "Limit",
@@ -63,6 +63,7 @@ __all__ = [
     "PhasePolicy",
     "detect_phase",
     "mask_options",
+    "tool_name",
     "tool_names",
     "tool_types",
 ]
@@ -401,15 +402,19 @@ class PhasePolicy:
 def tool_names(transcript: Transcript) -> list[str | None]:
     """Per entry, the tool name of a tool entry (its own ``name``, else its call's), else None."""
     entries = transcript.entries
-    out: list[str | None] = []
-    for e, p in zip(entries, transcript.parents()):
-        if e.role != "tool":
-            out.append(None)
-        elif e.name or p < 0:
-            out.append(e.name)
-        else:  # the call it answers (ids may be reused once answered: parents() knows which call)
-            out.append(next((c.name for c in entries[p].tool_calls if c.id == e.tool_call_id), None))
-    return out
+    return [tool_name(entries, i, p) for i, p in enumerate(transcript.parents())]
+
+
+def tool_name(entries: Sequence[Entry], i: int, parent: int) -> str | None:
+    """The tool name of ``entries[i]`` if it is a tool entry (its own ``name``, else that of
+    the call it answers, ``entries[parent]``; see :meth:`Transcript.parents`), else None."""
+    e = entries[i]
+    if e.role != "tool":
+        return None
+    if e.name or parent < 0:
+        return e.name
+    # the call it answers (ids may be reused once answered: parents() knows which call)
+    return next((c.name for c in entries[parent].tool_calls if c.id == e.tool_call_id), None)
 
 
 def tool_types(transcript: Transcript, policy: PhasePolicy | None = None) -> list[ToolType | None]:
