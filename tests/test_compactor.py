@@ -22,6 +22,7 @@ from salience.selector import compactor as compactor_module
 from salience.selector.compactor import Compaction, Compactor, PrefixReuse, detect_format
 from salience.selector.masking import Option, Phase, PhasePolicy
 from salience.tokens import TokenCounter
+from salience.tooltypes import ToolType
 from salience.transcript import Transcript
 from salience.values import extract_values
 
@@ -456,6 +457,29 @@ def test_phase_masking_by_domain_and_forced_phase() -> None:
         make().compact(t, budget=budget, phase="verify")
 
 
+def test_a_policy_of_your_own_travels_in_a_json_profile(tmp_path: Path) -> None:
+    t = Transcript.from_openai(openai_messages(), domain="airline")
+    budget = total_tokens(t) - 5
+    # the default customer-service policy trims searches while looking up; this one keeps them whole
+    mine = PhasePolicy.customer_service()
+    mine = mine.replace(rules={**mine.rules, Phase.LOOKUP: {**mine.rules[Phase.LOOKUP], ToolType.SEARCH: Option.FULL}})
+    assert mine.as_dict()["rules"]["lookup"]["search"] == ["full", None]
+    as_object = make(pin_last=1, critical=None, policy=mine).compact(t, budget=budget)
+    default = make(pin_last=1, critical=None).compact(t, budget=budget)
+    assert as_object.choices != default.choices
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"compactor": {"pin_last": 1, "critical": None, "policy": mine.as_dict()}}))
+    from_file = make(profile=path).compact(t, budget=budget)
+    assert from_file.choices == as_object.choices and from_file.phase is Phase.LOOKUP
+    # a mapping passed directly is read the same way, never changed, and read again once changed
+    data = mine.as_dict()
+    compactor = make(pin_last=1, critical=None, policy=data)
+    assert compactor.compact(t, budget=budget).choices == as_object.choices
+    assert data == mine.as_dict()
+    data["rules"]["lookup"]["search"] = ["stub", None]
+    assert compactor.compact(t, budget=budget).choices["m8"] in (Option.STUB, Option.DROP)
+
+
 def test_max_entry_tokens_trims_on_the_way_in() -> None:
     messages = openai_messages()
     messages[8]["content"] = lines("big", 60)
@@ -534,7 +558,9 @@ def test_default_scorer_falls_back_to_a_prior_when_the_model_module_is_missing(
         ({"retain": {"keep": 0.5}}, r"unknown keys \['keep'\]"),
         ({"solver": "fast"}, "parameter 'solver' must be one of 'auto', 'exact', 'greedy'"),
         ({"on_over_budget": "ignore"}, "parameter 'on_over_budget' must be one of 'raise', 'keep_pins'"),
-        ({"policy": 3}, "parameter 'policy' must be a PhasePolicy, a domain name or None"),
+        ({"policy": 3}, "parameter 'policy' must be a PhasePolicy, a domain name, a mapping"),
+        ({"policy": {"name": "x", "rules": {"edit": {"read": ["keep", 0.5]}}}},
+         r"parameter 'policy': PhasePolicy: rules\['edit'\]\['read'\] must be"),
         ({"scorer": object()}, r"parameter 'scorer' must have a score\(transcript, query=None\) method"),
         ({"counter": 3}, "parameter 'counter'"),
         ({"profile": {"nope": 1}}, r"parameter 'profile' has unknown keys \['nope'\]"),
@@ -542,6 +568,7 @@ def test_default_scorer_falls_back_to_a_prior_when_the_model_module_is_missing(
     ],
     ids=["pin_last", "pin_system", "critical", "max_entry_tokens", "trim_keep-float", "trim_keep-int",
          "stub_values", "retain-range", "retain-order", "retain-keys", "solver", "on_over_budget", "policy",
+         "policy-mapping",
          "scorer", "counter", "profile-keys", "profile-type"],
 )
 def test_parameters_are_checked_at_compact_time(kwargs: dict, match: str) -> None:

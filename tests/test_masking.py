@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -321,3 +323,29 @@ def test_tool_names_follow_reused_call_ids_to_the_right_call() -> None:
         Entry(id="r1", role="tool", tool_call_id="c", content="passed"),
     ))
     assert tool_names(t) == [None, "search_code", None, "run_tests"]
+
+
+@pytest.mark.parametrize("policy", [PhasePolicy.coding(), PhasePolicy.customer_service(), PhasePolicy.chat(),
+                                    PhasePolicy(name="mine", rules={"edit": {"read": (Option.TRIM, 0.2)}},
+                                                default="edit", window=3, tool_types={"cat": "read"})],
+                         ids=lambda p: p.name)
+def test_policy_round_trips_through_json(policy: PhasePolicy) -> None:
+    data = json.loads(json.dumps(policy.as_dict()))
+    assert PhasePolicy.from_dict(data) == policy
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ([1], "expected a mapping of the policy's fields"),
+        ({"name": "x", "rules": {"chat": {}}, "colour": 1}, r"unknown keys \['colour'\]"),
+        ({"name": "x"}, "missing 'rules'"),
+        ({"rules": {"chat": {"other": "full"}}}, "missing 'name'"),
+        ({"name": "x", "rules": {"edit": {"read": ["trim", 2]}}}, r"rules\['edit'\]\['read'\] must be"),
+        ({"name": "x", "rules": {"nap": {"read": "full"}}}, "a key of 'rules' must be a Phase"),
+    ],
+    ids=["type", "unknown", "no-rules", "no-name", "share", "phase"],
+)
+def test_policy_from_dict_names_what_is_wrong(data: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        PhasePolicy.from_dict(data)  # type: ignore[arg-type]

@@ -209,6 +209,28 @@ def _load_profile(profile: Any) -> Mapping[str, Any]:
     return profile
 
 
+def _check_policy(value: Any, cache: tuple[Any, PhasePolicy | None] | None) -> PhasePolicy | None:
+    """The ``policy`` parameter as a PhasePolicy (None: each transcript's domain default).
+
+    A mapping (as a JSON profile holds it) is read with :meth:`PhasePolicy.from_dict`;
+    ``cache`` is the last ``(copy of the mapping, policy)`` read, so a compactor called
+    again and again builds it once (and again after the mapping was changed in place).
+    """
+    if value is None or isinstance(value, PhasePolicy):
+        return value
+    if isinstance(value, str):
+        return PhasePolicy.for_domain(value)
+    if isinstance(value, Mapping):
+        if cache is not None and cache[0] == value:
+            return cache[1]
+        try:
+            return PhasePolicy.from_dict(value)
+        except ValueError as exc:
+            raise ValueError(f"Compactor: parameter 'policy': {exc}") from None
+    raise ValueError(f"Compactor: parameter 'policy' must be a PhasePolicy, a domain name, a mapping as "
+                     f"PhasePolicy.as_dict() writes it, or None (got {_got(value)})")
+
+
 def _is_default(current: Any, default: Any) -> bool:
     """Whether a parameter was left at its default (so that a profile may set it)."""
     if current is default:
@@ -1100,7 +1122,9 @@ class Compactor:
         budget: default token budget (a positive int).
         counter: token counter: ``None`` (tiktoken ``cl100k_base``, offline), an encoding
             name, a callable ``str -> int`` or a :class:`~salience.tokens.TokenCounter`.
-        policy: a :class:`PhasePolicy`, a domain name, or ``None`` for the default policy
+        policy: a :class:`PhasePolicy`, a domain name, a mapping as
+            :meth:`PhasePolicy.as_dict` writes it (how a JSON profile carries a policy of
+            your own, phase budget shares included), or ``None`` for the default policy
             of each transcript's domain (no masking when it has none).
         pin_last: how many of the last entries are pinned (kept whole).
         pin_system: pin system entries. pin_last_user: pin the last user turn.
@@ -1131,7 +1155,7 @@ class Compactor:
         scorer: Any = None,
         budget: int = 8000,
         counter: Any = None,
-        policy: PhasePolicy | str | None = None,
+        policy: PhasePolicy | str | Mapping[str, Any] | None = None,
         pin_last: int = 4,
         pin_system: bool = True,
         pin_last_user: bool = True,
@@ -1241,12 +1265,9 @@ class Compactor:
             except (TypeError, ValueError, SalienceError) as exc:
                 raise ValueError(f"Compactor: parameter 'counter': {exc}") from None
             self._counter_cache = (counter_param, counter)
-        policy = params["policy"]
-        if isinstance(policy, str):
-            policy = PhasePolicy.for_domain(policy)
-        elif policy is not None and not isinstance(policy, PhasePolicy):
-            raise ValueError(f"Compactor: parameter 'policy' must be a PhasePolicy, a domain name or None "
-                             f"(got {_got(policy)})")
+        policy = _check_policy(params["policy"], getattr(self, "_policy_cache", None))
+        if isinstance(params["policy"], Mapping) and getattr(self, "_policy_cache", (None, None))[1] is not policy:
+            self._policy_cache = (copy.deepcopy(params["policy"]), policy)
         critical = params["critical"]
         if critical is not None and (isinstance(critical, bool) or not isinstance(critical, (int, float))
                                      or not 0.0 < critical <= 1.0):

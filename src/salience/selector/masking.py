@@ -142,7 +142,7 @@ def _as_limit(value: LimitLike, where: str) -> Limit:
     if isinstance(value, Limit):
         return value
     try:
-        if isinstance(value, tuple):
+        if isinstance(value, (tuple, list)):  # (best, share); a list as JSON gives it
             return Limit(*value)
         return Limit(value)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
@@ -305,10 +305,49 @@ class PhasePolicy:
 
     def replace(self, **changes: Any) -> PhasePolicy:
         """A copy with ``changes`` applied (validated again)."""
-        fields = {f: getattr(self, f) for f in ("name", "rules", "signals", "default", "after_user", "window",
-                                                 "tool_types")}
+        fields = {f: getattr(self, f) for f in self._FIELDS}
         fields.update(changes)
         return PhasePolicy(**fields)
+
+    # -- plain data (JSON profiles) -------------------------------------------
+    _FIELDS = ("name", "rules", "signals", "default", "after_user", "window", "tool_types")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The policy as plain data (strings, numbers, lists) that :func:`json.dumps` writes
+        and :meth:`from_dict` reads back; a Compactor profile may hold it under ``"policy"``.
+
+        >>> data = PhasePolicy.coding().as_dict()
+        >>> data["rules"]["edit"]["read"], data["default"]
+        (['full', 0.6], 'explore')
+        >>> PhasePolicy.from_dict(data) == PhasePolicy.coding()
+        True
+        """
+        return {
+            "name": self.name,
+            "rules": {p.value: {t.value: [str(lim.best), lim.share] for t, lim in r.items()}
+                      for p, r in self.rules.items()},
+            "signals": {p.value: sorted(t.value for t in types) for p, types in self.signals.items()},
+            "default": str(self.default),
+            "after_user": {a.value: b.value for a, b in self.after_user.items()},
+            "window": self.window,
+            "tool_types": {k: v.value for k, v in self.tool_types.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PhasePolicy:
+        """A policy from plain data as :meth:`as_dict` writes it (``name`` and ``rules``
+        required, the other fields optional). A limit may be an option name (``"trim"``)
+        or ``[best, share]``. Unknown keys and bad values are a ``ValueError`` naming them.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"PhasePolicy.from_dict: expected a mapping of the policy's fields (got {_got(data)})")
+        unknown = sorted(str(k) for k in data if k not in cls._FIELDS)
+        if unknown:
+            raise ValueError(f"PhasePolicy.from_dict: unknown keys {unknown} (allowed: {', '.join(cls._FIELDS)})")
+        missing = [k for k in ("name", "rules") if k not in data]
+        if missing:
+            raise ValueError(f"PhasePolicy.from_dict: missing {' and '.join(repr(k) for k in missing)}")
+        return cls(**{str(k): v for k, v in data.items()})
 
     # -- defaults -------------------------------------------------------------
     @classmethod

@@ -55,12 +55,14 @@ redrawn (:func:`sample_candidates`). ``pin_last_user`` is searched too: at tight
 the last user turn alone can exceed the budget. The candidates depend only on
 ``trials`` and ``seed``, never on scores, so the nested held-out figure stays honest.
 
-Not tuned, and why: phase budget shares (a JSON profile can name a policy only by
-domain, it cannot carry a :class:`~salience.selector.masking.PhasePolicy` or its
-shares); the session's ``trigger`` and ``min_removal`` (recall alone always prefers
-compacting as late and as little as possible, ``trigger=1``; their cost is prefix-cache
-churn, which this objective does not measure), so profiles leave them at their
-defaults; ``pin_system``, ``solver``, ``on_over_budget`` and ``budget``.
+Not tuned, and why: the phase policy and its budget shares (the domain's default
+policy applies throughout: its rules, per phase and tool type, are too many to search at
+random on a few folds; a policy of your own goes into the written profile as
+``"policy": policy.as_dict()`` beside the tuned parameters, see
+:meth:`~salience.selector.masking.PhasePolicy.as_dict`); the session's ``trigger`` and
+``min_removal`` (recall alone always prefers compacting as late and as little as
+possible, ``trigger=1``; their cost is prefix-cache churn, which this objective does
+not measure), so profiles leave them at their defaults; ``pin_system``, ``solver``, ``on_over_budget`` and ``budget``.
 
 >>> from salience.transcript import Entry, Transcript, ToolCall
 >>> from salience.scorer.baselines import RecencyScorer
