@@ -294,6 +294,32 @@ def test_bad_run_contents_are_tracking_errors(store: Path, scorers: tuple, kwarg
         tracking.log_training_run(scorers[0], **call)
 
 
+@pytest.mark.parametrize("kind", ["training", "tuning"])
+def test_a_run_that_fails_midway_is_marked_failed(store: Path, scorers: tuple, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    def broken(self: object, run_id: str, *args: object, **kwargs: object) -> None:
+        raise MlflowException(f"disk full while logging to {run_id}")
+
+    experiment = f"salience-broken-{kind}"
+    monkeypatch.setattr(MlflowClient, "log_artifact", broken)
+    profile = tmp_path / "profile.json"
+    profile.write_text("{}")
+    with pytest.raises(TrackingError, match=f"logging the {kind} run.*disk full"):
+        if kind == "training":
+            tracking.log_training_run(scorers[0], name="salience-broken", params={"a": 1}, metrics={"m": 0.5},
+                                      model_path=scorers[0].save(tmp_path / "s.salience"), experiment=experiment)
+        else:
+            tracking.log_tuning_run(profile, params={"a": 1}, metrics={"m": 0.5}, experiment=experiment)
+    monkeypatch.undo()
+    client = MlflowClient()
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]
+    assert runs[0].data.params["a"] == "1" and runs[0].data.metrics["m"] == 0.5
+
+
 def test_unfitted_scorer_is_refused(store: Path) -> None:
     with pytest.raises(NotFittedError, match="not fitted yet"):
         tracking.log_training_run(ImportanceScorer(), name=NAME, params={}, metrics={})

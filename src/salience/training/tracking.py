@@ -552,55 +552,77 @@ def log_training_run(
     files = _existing_files(artifacts, "artifact")
     scorer_file = _existing_files([model_path], "scorer file")[0] if model_path is not None else None
     meta = getattr(scorer, "metadata_", {}) or {}
-    all_params: dict[str, Any] = dict(params)
-    all_params.setdefault("salience_version", __version__)
-    commit = _git_commit()
-    if commit:
-        all_params.setdefault("git_commit", commit)
-    for key in ("training_fingerprint", "n_transcripts", "domains"):
-        if key in meta:
-            all_params.setdefault(key, meta[key])
-    for key in all_params:
-        _check_name("param", key)
-    for key in metrics:
-        _check_name("metric", key)
-        _metric_value(key, metrics[key])
+    all_params, commit = _run_params(
+        params, metrics, {key: meta[key] for key in ("training_fingerprint", "n_transcripts", "domains") if key in meta}
+    )
     run_tags = {"salience.model_name": name, "salience.version": __version__, **dict(tags or {})}
     if commit:
         run_tags.setdefault("mlflow.source.git.commit", commit)
 
     client, uri = _client()
+    with _logged_run(client, uri, "logging the training run", experiment, run_tags, all_params, metrics) as run:
+        run_id, exp_id = run.info.run_id, run.info.experiment_id
+        for f in files:
+            if f.is_dir():
+                client.log_artifacts(run_id, str(f), f.name)
+            else:
+                client.log_artifact(run_id, str(f))
+        if scorer_file is not None:
+            client.log_artifact(run_id, str(scorer_file), "scorer")
+        with tempfile.TemporaryDirectory(prefix="salience-run-") as tmp:
+            model_dir = save_compactor_model(scorer, Path(tmp) / MODEL_PATH, compactor=compactor)
+            client.log_artifacts(run_id, str(model_dir), MODEL_PATH)
+        version = _register(client, name, f"{run.info.artifact_uri.rstrip('/')}/{MODEL_PATH}", run_id)
+    return TrainingRecord(run_id=run_id, model_name=name, version=version, model_uri=f"models:/{name}/{version}",
+                          experiment_id=exp_id, tracking_uri=uri)
+
+
+def _run_params(params: Mapping[str, Any], metrics: Mapping[str, float],
+                defaults: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
+    """A run's params: ``params``, then ``salience_version``, ``git_commit`` and ``defaults``
+    where not given; every name checked, and the metrics' names and values. Returns the
+    params and the git commit (None outside a checkout)."""
+    all_params: dict[str, Any] = dict(params)
+    all_params.setdefault("salience_version", __version__)
+    commit = _git_commit()
+    if commit:
+        all_params.setdefault("git_commit", commit)
+    for key, value in (defaults or {}).items():
+        all_params.setdefault(key, value)
+    for key in all_params:
+        _check_name("param", key)
+    for key in metrics:
+        _check_name("metric", key)
+        _metric_value(key, metrics[key])
+    return all_params, commit
+
+
+@contextlib.contextmanager
+def _logged_run(client: MlflowClient, uri: str, what: str, experiment: str, tags: Mapping[str, Any],
+                params: Mapping[str, Any], metrics: Mapping[str, float]) -> Iterator[Any]:
+    """A new run of ``experiment`` with its tags, params and metrics logged, for the block
+    to log the rest to. MLflow's errors, here and in the block, become one-line
+    TrackingErrors naming ``what`` (:func:`_guard`); the run ends FINISHED, or FAILED when
+    anything raised after it started."""
     run_id: str | None = None
     try:
-        with _guard("logging the training run", uri):
+        with _guard(what, uri):
             from mlflow.entities import Param
 
             exp_id = _experiment_id(client, experiment, uri)
-            run = client.create_run(exp_id, tags={k: str(v) for k, v in run_tags.items()})
+            run = client.create_run(exp_id, tags={k: str(v) for k, v in tags.items()})
             run_id = run.info.run_id
-            plist = [Param(k, _param_value(v)) for k, v in all_params.items()]
+            plist = [Param(k, _param_value(v)) for k, v in params.items()]
             for i in range(0, len(plist), 90):
                 client.log_batch(run_id, params=plist[i : i + 90])
             _log_metrics(client, run_id, metrics)
-            for f in files:
-                if f.is_dir():
-                    client.log_artifacts(run_id, str(f), f.name)
-                else:
-                    client.log_artifact(run_id, str(f))
-            if scorer_file is not None:
-                client.log_artifact(run_id, str(scorer_file), "scorer")
-            with tempfile.TemporaryDirectory(prefix="salience-run-") as tmp:
-                model_dir = save_compactor_model(scorer, Path(tmp) / MODEL_PATH, compactor=compactor)
-                client.log_artifacts(run_id, str(model_dir), MODEL_PATH)
-            version = _register(client, name, f"{run.info.artifact_uri.rstrip('/')}/{MODEL_PATH}", run_id)
+            yield run
             client.set_terminated(run_id, "FINISHED")
     except BaseException:
         if run_id is not None:
             with contextlib.suppress(Exception), _quiet():
                 client.set_terminated(run_id, "FAILED")
         raise
-    return TrainingRecord(run_id=run_id, model_name=name, version=version, model_uri=f"models:/{name}/{version}",
-                          experiment_id=exp_id, tracking_uri=uri)
 
 
 def _register(client: MlflowClient, name: str, source: str, run_id: str) -> int:
@@ -861,34 +883,10 @@ def log_tuning_run(
             MLflow, or the profile file is missing (one line; a started run is marked FAILED).
     """
     profile = _existing_files([profile_path], "profile file")[0]
-    all_params: dict[str, Any] = dict(params)
-    all_params.setdefault("salience_version", __version__)
-    commit = _git_commit()
-    if commit:
-        all_params.setdefault("git_commit", commit)
-    for key in all_params:
-        _check_name("param", key)
-    for key in metrics:
-        _check_name("metric", key)
-        _metric_value(key, metrics[key])
+    all_params, _ = _run_params(params, metrics)
     run_tags = {"salience.version": __version__, "salience.kind": "tune", **dict(tags or {})}
     client, uri = _client()
-    run_id: str | None = None
-    try:
-        with _guard("logging the tuning run", uri):
-            from mlflow.entities import Param
-
-            exp_id = _experiment_id(client, experiment, uri)
-            run_id = client.create_run(exp_id, tags={k: str(v) for k, v in run_tags.items()}).info.run_id
-            plist = [Param(k, _param_value(v)) for k, v in all_params.items()]
-            for i in range(0, len(plist), 90):
-                client.log_batch(run_id, params=plist[i : i + 90])
-            _log_metrics(client, run_id, metrics)
-            client.log_artifact(run_id, str(profile), "profile")
-            client.set_terminated(run_id, "FINISHED")
-    except BaseException:
-        if run_id is not None:
-            with contextlib.suppress(Exception), _quiet():
-                client.set_terminated(run_id, "FAILED")
-        raise
+    with _logged_run(client, uri, "logging the tuning run", experiment, run_tags, all_params, metrics) as run:
+        run_id = run.info.run_id
+        client.log_artifact(run_id, str(profile), "profile")
     return run_id
