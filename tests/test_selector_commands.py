@@ -206,6 +206,48 @@ def test_keep_pins_returns_the_pins_over_budget(openai_file: tuple[Path, list[di
     assert line.endswith("OVER BUDGET (pins only): 1 transcript") and f"-> {after:,} tokens" in line
 
 
+def test_a_profile_applies_and_explicit_options_win(openai_file: tuple[Path, list[dict[str, Any]], int],
+                                                   tmp_path: Path, capsys) -> None:
+    from salience.selector.masking import PhasePolicy
+
+    path, _, full = openai_file
+    base = ["compact", str(path), "--budget", "20", "--scorer", "recency"]
+    assert main(base) == 2  # the default pins alone need more than 20 tokens
+    assert "too small" in one_error_line(capsys.readouterr().err)
+    # as 'salience tune' writes it, with a policy of one's own beside the tuned parameters
+    mine = PhasePolicy(name="mine", rules={"act": {"other": "full"}}, default="act")
+    profile = write_json(tmp_path / "p.json", {"domain": "x", "compactor": {
+        "pin_last": 0, "pin_system": False, "pin_last_user": False, "policy": mine.as_dict()}})
+    assert main([*base, "--profile", str(profile)]) == 0
+    captured = capsys.readouterr()
+    assert tokens_of(Transcript.from_openai(json.loads(captured.out))) <= 20
+    assert "phase act" in summary_line(captured.err)
+    assert main([*base, "--profile", str(profile), "--phase", "lookup"]) == 2  # the profile's policy has no lookup
+    assert "policy 'mine'" in one_error_line(capsys.readouterr().err)
+    assert main([*base, "--profile", str(profile), "--phase", "lookup", "--policy", "airline"]) == 0  # --policy wins
+    assert "phase lookup" in summary_line(capsys.readouterr().err)
+    assert main(["inspect", str(path), "--budget", "20", "--scorer", "recency", "--profile", str(profile)]) == 0
+    assert "over budget" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("doc", "pattern"),
+    [(None, r"--profile: .*missing\.json.* not a readable JSON file"),
+     ({"compactor": {"pinlast": 1}}, r"--profile: .*unknown keys \['pinlast'\]"),
+     ({"compactor": {"pin_last": -1}}, r"parameter 'pin_last' must be an int >= 0"),
+     ({"compactor": {"policy": {"name": "x"}}}, r"parameter 'policy': .*missing 'rules'")],
+    ids=["missing", "unknown-key", "bad-value", "bad-policy"],
+)
+def test_a_bad_profile_exits_2(doc: Any, pattern: str, openai_file: tuple[Path, list[dict[str, Any]], int],
+                               tmp_path: Path, capsys) -> None:
+    path, _, _ = openai_file
+    profile = tmp_path / "missing.json" if doc is None else write_json(tmp_path / "p.json", doc)
+    assert main(["compact", str(path), "--budget", "500", "--scorer", "recency", "--profile", str(profile)]) == 2
+    captured = capsys.readouterr()
+    assert re.search(pattern, one_error_line(captured.err)), captured.err
+    assert captured.out == ""
+
+
 def test_help_lists_every_phase(capsys) -> None:
     assert main(["compact", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())

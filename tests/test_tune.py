@@ -16,6 +16,7 @@ from salience.cli import main
 from salience.errors import SalienceError, ScorerError
 from salience.scorer.baselines import KeywordScorer, RecencyScorer
 from salience.selector.compactor import Compactor
+from salience.selector.masking import Phase
 from salience.tokens import default_counter
 from salience.training.bench import BENCH_COMPACTOR_PARAMS, reference_recall
 from salience.training.tune import (
@@ -244,6 +245,21 @@ def test_profile_loads_into_compactor_and_changes_it(tuned: TuneResult, airline:
             c = plain.compact(history, budget=budget, format="transcript")
             differs |= (a.kept, a.trimmed, a.stubbed, a.dropped) != (c.kept, c.trimmed, c.stubbed, c.dropped)
     assert differs
+
+
+def test_profile_names_the_policy_the_tuning_ran_with(tuned: TuneResult, airline: list[Transcript]) -> None:
+    assert tuned.policy == "airline" and tuned.profile()["compactor"]["policy"] == "airline"
+    # a message list carries no domain: with the profile it is masked as the tuning's transcripts were
+    scorer = RecencyScorer()
+    t = airline[0]
+    messages = t.to_openai()
+    budget = max(1, sum(default_counter().count_entries(t.entries)) // 4)
+    from_messages = Compactor(scorer=scorer, profile=tuned.profile(), on_over_budget="keep_pins").compact(
+        messages, budget=budget)
+    from_transcript = Compactor(scorer=scorer, on_over_budget="keep_pins", **tuned.params).compact(t, budget=budget)
+    assert from_messages.phase == from_transcript.phase != Phase.CHAT
+    mixed = [airline[0], airline[1].replace(domain="retail")]
+    assert tune_profile(mixed, scorer, trials=1, folds=1).profile()["compactor"].get("policy") is None
 
 
 def test_metrics_are_finite_and_named(tuned: TuneResult) -> None:

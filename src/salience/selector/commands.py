@@ -4,9 +4,9 @@ Usage::
 
     salience compact FILE --budget N [--query Q] [--phase P] [--policy NAME] [--scorer S]
                      [--format openai|anthropic|jsonl] [--out FILE] [--archive FILE] [--transcript ID]
-                     [--keep-pins]
+                     [--profile FILE] [--keep-pins]
     salience inspect FILE [--budget N] [--query Q] [--phase P] [--policy NAME] [--scorer S]
-                     [--format ...] [--transcript ID] [--limit N]
+                     [--format ...] [--transcript ID] [--profile FILE] [--limit N]
 
 What ``FILE`` may hold (:func:`read_input`; ``--format`` forces the choice):
 
@@ -31,7 +31,8 @@ and says so on stderr). ``--policy`` names the phase policy (``coding``,
 ``customer_service``, ``chat`` or a domain name such as ``airline``); without it each
 transcript's domain decides, and a ``--phase`` that policy does not have picks the
 policy that has it (so ``--phase edit`` on a bare message list masks as a coding
-agent).
+agent). ``--profile FILE`` applies a profile ``salience tune`` wrote (a policy it holds
+comes before the domain's); ``--budget``, ``--policy`` and ``--keep-pins`` win over it.
 
 The archive (``--archive FILE``, :func:`archive_document`) is JSON: for each
 transcript, every entry that was trimmed, stubbed or dropped, whole, with its id,
@@ -267,14 +268,14 @@ def resolve_scorer(spec: str | None) -> tuple[Any, str | None]:
                         f"'default' (got {spec!r}: no such file)")
 
 
-def _policy(domain: str | None, phase: str | None, name: str | None) -> Any:
-    """The policy for a transcript: ``--policy``, else the domain's, else (for a ``--phase`` the
-    domain's policy lacks) the first default policy that has the phase."""
+def _policy(domain: str | None, phase: str | None, name: str | None, profile: dict[str, Any] | None = None) -> Any:
+    """The policy for a transcript: ``--policy``, else the profile's, else the domain's, else
+    (for a ``--phase`` the domain's policy lacks) the first default policy that has the phase."""
     from salience.selector.masking import Phase, PhasePolicy
 
     if name is not None:
         return PhasePolicy.for_domain(name)
-    if phase is None:
+    if phase is None or (profile is not None and profile.get("policy") is not None):
         return None
     own = PhasePolicy.for_domain(domain)
     if Phase(phase) in own.rules:
@@ -304,6 +305,10 @@ def _add_common(parser: argparse.ArgumentParser, *, budget_required: bool) -> No
     parser.add_argument("--format", choices=INPUT_FORMATS, default=None,
                         help="force the input format (default: detected from the content)")
     parser.add_argument("--transcript", metavar="ID", help="the transcript to use from a JSONL or other layout file")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="a profile JSON file as 'salience tune' writes it: its tuned parameters (pins, "
+                        "thresholds, trim and stub settings, a policy of your own) apply; --policy and --keep-pins "
+                        "still win")
 
 
 # --------------------------------------------------------------------------
@@ -311,10 +316,23 @@ def _add_common(parser: argparse.ArgumentParser, *, budget_required: bool) -> No
 # --------------------------------------------------------------------------
 
 
-def _compactor(scorer: Any, *, policy: Any = None, on_over_budget: str = "raise") -> Compactor:
+def _profile(path: str | None) -> dict[str, Any] | None:
+    """The Compactor parameters of ``--profile``, read and checked before any work."""
+    if path is None:
+        return None
+    from salience.selector.compactor import load_profile
+
+    try:
+        return dict(load_profile(path))
+    except ValueError as exc:
+        raise SalienceError(f"--profile: {exc}") from None
+
+
+def _compactor(scorer: Any, *, policy: Any = None, on_over_budget: str = "raise",
+               profile: dict[str, Any] | None = None) -> Compactor:
     from salience.selector.compactor import Compactor
 
-    return Compactor(scorer=scorer, policy=policy, on_over_budget=on_over_budget)
+    return Compactor(scorer=scorer, policy=policy, on_over_budget=on_over_budget, profile=profile)
 
 
 def _compact(compactor: Compactor, messages: Any, **kwargs: Any) -> Compaction:
@@ -553,6 +571,7 @@ def run_compact(args: argparse.Namespace) -> int:
     parse_budget(args.budget)  # a bad budget is reported before any work
     phase = _check_phase(args.phase)
     scorer, note = resolve_scorer(args.scorer)
+    profile = _profile(args.profile)
     loaded = read_input(args.file, args.format)
     over = "keep_pins" if args.keep_pins else "raise"
     results: list[Compaction] = []
@@ -561,7 +580,8 @@ def run_compact(args: argparse.Namespace) -> int:
         lines = []
         for t in _select(loaded, args.transcript):
             budget = parse_budget(args.budget, _tokens(t))
-            compactor = _compactor(scorer, policy=_policy(t.domain, phase, args.policy), on_over_budget=over)
+            compactor = _compactor(scorer, policy=_policy(t.domain, phase, args.policy, profile), on_over_budget=over,
+                                   profile=profile)
             result = _compact(compactor, t, budget=budget, query=args.query, phase=phase)
             obj = dump_transcript(result.transcript)
             lines.append(_json_line(obj))
@@ -581,7 +601,8 @@ def run_compact(args: argparse.Namespace) -> int:
         assert loaded.messages is not None
         source = loaded.transcript()
         budget = parse_budget(args.budget, _tokens(source))
-        compactor = _compactor(scorer, policy=_policy(None, phase, args.policy), on_over_budget=over)
+        compactor = _compactor(scorer, policy=_policy(None, phase, args.policy, profile), on_over_budget=over,
+                               profile=profile)
         # the Transcript (named after the file) rendered back in the input's format
         result = _compact(compactor, source, budget=budget, query=args.query, phase=phase, format=loaded.format)
         results.append(result)
@@ -643,6 +664,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise SalienceError(f"--limit must be a positive number of entries (got {args.limit})")
     scorer, note = resolve_scorer(args.scorer)
+    profile = _profile(args.profile)
     loaded = read_input(args.file, args.format)
     notes: list[str] = []
     if loaded.format == "jsonl":
@@ -662,7 +684,8 @@ def run_inspect(args: argparse.Namespace) -> int:
         budget = max(1, int(total * INSPECT_SHARE))
         notes.append(f"budget {budget:,} tokens: {INSPECT_SHARE:.0%} of the transcript's {total:,} "
                      "(no --budget given)")
-    compactor = _compactor(scorer, policy=_policy(transcript.domain, phase, args.policy), on_over_budget="keep_pins")
+    compactor = _compactor(scorer, policy=_policy(transcript.domain, phase, args.policy, profile),
+                           on_over_budget="keep_pins", profile=profile)
     result = _compact(compactor, transcript, budget=budget, query=args.query, phase=phase)
     scores = result.scores
     if scores is None and scorer is not None and transcript.entries:

@@ -117,7 +117,7 @@ from salience.tokens import TokenCounter, as_counter
 from salience.transcript import Entry, Transcript, _Growth
 from salience.values import extract_values, value_set
 
-__all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Compactor", "PrefixReuse"]
+__all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Compactor", "PrefixReuse", "load_profile"]
 
 #: Share of an entry's value each option keeps (FULL keeps 1.0, DROP 0).
 DEFAULT_RETAIN: Mapping[str, float] = MappingProxyType({"trim": 0.6, "stub": 0.15})
@@ -187,7 +187,14 @@ def check_budget(value: Any, name: str = "budget") -> int:
     return int(value)
 
 
-def _load_profile(profile: Any) -> Mapping[str, Any]:
+def load_profile(profile: Any) -> Mapping[str, Any]:
+    """The Compactor parameters a profile holds: ``profile`` is a mapping or the path of a
+    JSON file holding one (the parameters at its top level, or under a ``"compactor"``
+    key as ``salience tune`` and :meth:`TuneResult.profile
+    <salience.training.tune.TuneResult.profile>` write them), or None (no parameters).
+    Unknown keys and unreadable files are a ``ValueError`` naming them; the values are
+    checked when the compactor runs.
+    """
     if profile is None:
         return {}
     if isinstance(profile, (str, Path)):
@@ -197,7 +204,9 @@ def _load_profile(profile: Any) -> Mapping[str, Any]:
         except (OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"Compactor: parameter 'profile' names {str(path)!r}, which is not a readable JSON "
                              f"file ({type(exc).__name__}: {exc})") from None
-        profile = data.get("compactor", data) if isinstance(data, Mapping) else data
+        profile = data
+    if isinstance(profile, Mapping) and isinstance(profile.get("compactor"), Mapping):
+        profile = profile["compactor"]
     if not isinstance(profile, Mapping):
         raise ValueError(f"Compactor: parameter 'profile' must be a mapping of parameters, a JSON file path or None "
                          f"(got {_got(profile)})")
@@ -1141,9 +1150,9 @@ class Compactor:
             budget, or ``"keep_pins"``: return the cheapest valid selection (pins whole,
             the calls and results their groups need, as stubs when possible), flagged
             ``over_budget=True``.
-        profile: tuned parameters (a mapping, or the path of a JSON file holding one,
-            optionally under a ``"compactor"`` key) for any of ``budget``, ``policy``,
-            ``pin_last``, ``pin_system``, ``pin_last_user``, ``critical``,
+        profile: tuned parameters (a mapping, or the path of a JSON file holding one;
+            either optionally under a ``"compactor"`` key, as ``salience tune`` writes
+            them) for any of ``budget``, ``policy``, ``pin_last``, ``pin_system``, ``pin_last_user``, ``critical``,
             ``max_entry_tokens``, ``trim_keep``, ``stub_values``, ``retain``, ``solver``,
             ``on_over_budget``. A profile value applies where the parameter was left at
             its default; a value you set yourself wins.
@@ -1241,7 +1250,7 @@ class Compactor:
     def _config(self, budget: Any = None) -> _Config:
         sig = inspect.signature(type(self).__init__)
         params = {name: getattr(self, name) for name in self._param_names()}
-        profile = _load_profile(params.pop("profile"))
+        profile = load_profile(params.pop("profile"))
         for key, value in profile.items():
             if _is_default(params[key], sig.parameters[key].default):
                 params[key] = value

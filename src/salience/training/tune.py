@@ -55,10 +55,11 @@ redrawn (:func:`sample_candidates`). ``pin_last_user`` is searched too: at tight
 the last user turn alone can exceed the budget. The candidates depend only on
 ``trials`` and ``seed``, never on scores, so the nested held-out figure stays honest.
 
-Not tuned, and why: the phase policy and its budget shares (the domain's default
-policy applies throughout: its rules, per phase and tool type, are too many to search at
-random on a few folds; a policy of your own goes into the written profile as
-``"policy": policy.as_dict()`` beside the tuned parameters, see
+Not tuned, and why: the phase policy and its budget shares (the default policy of the
+transcripts' domain applies throughout, and the profile names it, ``"policy": "<domain>"``,
+so that message lists without a domain get it too; its rules, per phase and tool type,
+are too many to search at random on a few folds; a policy of your own goes into the
+profile in its place, ``"policy": policy.as_dict()``, see
 :meth:`~salience.selector.masking.PhasePolicy.as_dict`); the session's ``trigger`` and
 ``min_removal`` (recall alone always prefers compacting as late and as little as
 possible, ``trigger=1``; their cost is prefix-cache churn, which this objective does
@@ -82,8 +83,10 @@ not measure), so profiles leave them at their defaults; ``pin_system``, ``solver
 ('reference', 2, 4)
 >>> result.after.mean >= result.before.mean
 True
->>> sorted(result.profile(scorer="recency")["compactor"]) == sorted(DEFAULT_PARAMS)
+>>> sorted(result.profile(scorer="recency")["compactor"]) == sorted([*DEFAULT_PARAMS, "policy"])
 True
+>>> result.profile()["compactor"]["policy"]  # the policy the candidates ran with: the transcripts' domain
+'retail'
 """
 
 from __future__ import annotations
@@ -217,6 +220,10 @@ class TuneResult:
     scores; ``after``: the chosen candidate's. ``heldout``: per fold, the recall of the
     candidate chosen on the other folds (``nan`` with a single fold), and
     ``heldout_choice`` its name. ``candidates``: every candidate in search order.
+    ``policy``: the phase policy the candidates were scored with, by domain name, when
+    all the transcripts share one domain (each transcript's own domain decided it, as the
+    Compactor's default does); :meth:`profile` writes it so that message lists without a
+    domain get the same policy.
     """
 
     domain: str | None
@@ -232,6 +239,7 @@ class TuneResult:
     max_steps: int | None = None
     transcripts: int = 0
     seconds: float = 0.0
+    policy: str | None = None
 
     @property
     def trials(self) -> int:
@@ -263,7 +271,7 @@ class TuneResult:
         """The profile file's content: ``Compactor(profile=...)`` reads its ``"compactor"`` key."""
         return {
             "domain": self.domain,
-            "compactor": _plain(self.params),
+            "compactor": {**_plain(self.params), **({"policy": self.policy} if self.policy else {})},
             "target": self.target,
             "metric": f"{self.metric}_recall",
             "before": round(self.before.mean, 6),
@@ -642,6 +650,7 @@ def tune_profile(
         raise SalienceError(f"nothing to tune on: {what} in the {len(items)} transcripts"
                             f"{f' of domain {domain!r}' if domain else ''}")
 
+    domains = {t.domain for t, _ in measured}  # one domain: its policy is the one the candidates run with
     # folds by group; a fixed order (by group, then id) makes the result independent of the input order
     measured.sort(key=lambda tu: (group_key(tu[0]), tu[0].id))
     keys = [group_key(t) for t, _ in measured]
@@ -706,4 +715,5 @@ def tune_profile(
         max_steps=max_steps,
         transcripts=len(measured),
         seconds=time.perf_counter() - started,
+        policy=next(iter(domains)) if len(domains) == 1 else None,
     )

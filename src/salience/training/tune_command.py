@@ -11,8 +11,8 @@ Runs :func:`salience.training.tune.tune_profile` on the transcripts of ``--domai
 prints recall before (the Compactor's defaults) and after (the tuned parameters) per
 fold with mean ± std and the nested held-out figure, and the parameters it changed;
 writes the profile (default ``salience-<domain>.profile.json``), which
-``Compactor(profile="...json")`` loads; then, unless ``--no-track``, logs the run to
-MLflow (:func:`salience.training.tracking.log_tuning_run`). When tracking fails the
+``Compactor(profile="...json")`` and ``salience compact --profile`` load; then, unless
+``--no-track``, logs the run to MLflow (:func:`salience.training.tracking.log_tuning_run`). When tracking fails the
 profile is still written and one line says why tracking failed.
 
 ``--scorer default`` uses :func:`salience.default_scorer`; when the bundled model is
@@ -46,7 +46,8 @@ def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="tune the compactor's thresholds for a domain and write a profile",
         description="Choose the Compactor's thresholds (pins, critical score, trim and stub settings, value "
         "shares, entry cap) for one domain by cross-validated random search for the best recall at a target "
-        "token ratio; write them as a profile that Compactor(profile=FILE) loads, and log the run to MLflow. "
+        "token ratio; write them as a profile that Compactor(profile=FILE) and 'salience compact --profile FILE' "
+        "load, and log the run to MLflow. "
         "Reference recall for tool-using agents, query-aware evidence recall (through the Compactor) otherwise.",
     )
     add_paths_argument(parser)
