@@ -480,6 +480,23 @@ def test_a_policy_of_your_own_travels_in_a_json_profile(tmp_path: Path) -> None:
     assert compactor.compact(t, budget=budget).choices["m8"] in (Option.STUB, Option.DROP)
 
 
+def test_a_compactor_pickles_after_use_with_a_policy_and_a_profile_file(tmp_path: Path) -> None:
+    import pickle
+
+    t = Transcript.from_openai(openai_messages(), domain="airline")
+    budget = total_tokens(t) - 5
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"compactor": {"pin_last": 1, "critical": None}}))
+    for policy in (PhasePolicy.customer_service(), PhasePolicy.customer_service().as_dict()):
+        compactor = make(policy=policy, profile=path)
+        first = compactor.compact(t, budget=budget)
+        again = pickle.loads(pickle.dumps(compactor)).compact(t, budget=budget)
+        assert again.choices == first.choices and again.phase is first.phase
+    # the profile file is read again once it changed
+    path.write_text(json.dumps({"compactor": {"pin_last": 0, "pin_last_user": False, "budget": 40}}))
+    assert compactor.compact(t).budget == 40
+
+
 def test_max_entry_tokens_trims_on_the_way_in() -> None:
     messages = openai_messages()
     messages[8]["content"] = lines("big", 60)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -332,6 +334,12 @@ def test_tool_names_follow_reused_call_ids_to_the_right_call() -> None:
 def test_policy_round_trips_through_json(policy: PhasePolicy) -> None:
     data = json.loads(json.dumps(policy.as_dict()))
     assert PhasePolicy.from_dict(data) == policy
+
+
+def test_policy_pickles_and_copies() -> None:
+    policy = PhasePolicy.coding()
+    for again in (pickle.loads(pickle.dumps(policy)), copy.deepcopy(policy), copy.copy(policy)):
+        assert again == policy and again.limit(Phase.VERIFY, ToolType.EXECUTE) == Limit(Option.FULL, 0.6)
 
 
 @pytest.mark.parametrize(

@@ -89,6 +89,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 import sys
 import threading
 import warnings
@@ -1232,7 +1233,8 @@ class Compactor:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.pop("_cache", None)  # per-process caches: rebuilt on demand
+        for key in ("_cache", "_profile_cache"):  # per-process caches: rebuilt on demand
+            state.pop(key, None)
         return state
 
     def _memo(self) -> _Memo:
@@ -1247,10 +1249,26 @@ class Compactor:
         self.__dict__.pop("_cache", None)
 
     # -- validation -------------------------------------------------------------
+    def _profile(self, value: Any) -> Mapping[str, Any]:
+        """:func:`load_profile` of ``value``; a file is read again only once it changed."""
+        if not isinstance(value, (str, Path)):
+            return load_profile(value)
+        try:
+            st = os.stat(value)
+        except OSError:
+            return load_profile(value)  # says what is wrong with the path
+        key = (os.fspath(value), st.st_mtime_ns, st.st_size)
+        cached = self.__dict__.get("_profile_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]  # type: ignore[no-any-return]
+        loaded = MappingProxyType(dict(load_profile(value)))
+        self.__dict__["_profile_cache"] = (key, loaded)
+        return loaded
+
     def _config(self, budget: Any = None) -> _Config:
         sig = inspect.signature(type(self).__init__)
         params = {name: getattr(self, name) for name in self._param_names()}
-        profile = load_profile(params.pop("profile"))
+        profile = self._profile(params.pop("profile"))
         for key, value in profile.items():
             if _is_default(params[key], sig.parameters[key].default):
                 params[key] = value

@@ -277,6 +277,10 @@ class PhasePolicy:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled as plain data: the read-only mappings (mappingproxy) do not pickle themselves
+        return (PhasePolicy.from_dict, (self.as_dict(),))
+
     # -- queries --------------------------------------------------------------
     @property
     def phases(self) -> tuple[Phase, ...]:
