@@ -497,6 +497,32 @@ def test_a_compactor_pickles_after_use_with_a_policy_and_a_profile_file(tmp_path
     assert compactor.compact(t).budget == 40
 
 
+def test_a_compaction_and_a_session_pickle() -> None:
+    import pickle
+
+    messages = openai_messages()
+    result = make(pin_last=2).compact(messages, budget=150)
+    again = pickle.loads(pickle.dumps(result))
+    assert (again.kept, again.trimmed, again.stubbed, again.dropped) == (result.kept, result.trimmed, result.stubbed,
+                                                                         result.dropped)
+    assert again.messages == result.messages and dict(again.choices) == dict(result.choices)
+    assert again.restore(list(result.archive)) == messages
+    assert again.scores is not None and not again.scores.flags.writeable
+    with pytest.raises(TypeError):
+        again.choices["m1"] = Option.DROP  # type: ignore[index]
+    # a session saved mid-run carries on exactly as the one that stayed
+    h = history(12)
+    session = make(pin_last=2).session(budget=500)
+    for k in range(5, 30):
+        session.compact(h[:k])
+    saved = pickle.loads(pickle.dumps(session))
+    before = saved.compactions
+    for k in range(30, len(h) + 1):
+        a, b = session.compact(h[:k]), saved.compact(h[:k])
+        assert a.messages == b.messages and session.prefix_reuse == saved.prefix_reuse
+    assert session.compactions == saved.compactions > before > 0  # it compacted before and after the save
+
+
 def test_max_entry_tokens_trims_on_the_way_in() -> None:
     messages = openai_messages()
     messages[8]["content"] = lines("big", 60)

@@ -94,7 +94,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -590,6 +590,17 @@ def _as_blocks(content: Any) -> list[Any]:
 # --------------------------------------------------------------------------
 
 
+def _unpickle_compaction(state: dict[str, Any]) -> Compaction:
+    """A pickled :class:`Compaction` back, read-only as it was made."""
+    state = dict(state)
+    state["archive"] = MappingProxyType(dict(state["archive"]))
+    state["choices"] = MappingProxyType(dict(state["choices"]))
+    if state["scores"] is not None:
+        state["scores"] = np.array(state["scores"], dtype=float)
+        state["scores"].setflags(write=False)
+    return Compaction(**state)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Compaction:
     """What :meth:`Compactor.compact` returns.
@@ -635,6 +646,12 @@ class Compaction:
     phase: Phase | None = None
     over_budget: bool = False
     method: str = ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled with plain dicts: its read-only mappings (mappingproxy) do not pickle themselves
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state["archive"], state["choices"] = dict(self.archive), dict(self.choices)
+        return (_unpickle_compaction, (state,))
 
     def restore_transcript(self, ids: str | Sequence[str]) -> Transcript:
         """The compacted transcript with the entries ``ids`` put back whole, at their places.
