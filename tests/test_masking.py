@@ -8,6 +8,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from salience.selector.masking import (
     Limit,
@@ -334,6 +336,28 @@ def test_tool_names_follow_reused_call_ids_to_the_right_call() -> None:
 def test_policy_round_trips_through_json(policy: PhasePolicy) -> None:
     data = json.loads(json.dumps(policy.as_dict()))
     assert PhasePolicy.from_dict(data) == policy
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> PhasePolicy:
+    phases = draw(st.lists(st.sampled_from(list(Phase)), min_size=1, max_size=4, unique=True))
+    limit = st.builds(Limit, st.sampled_from([Option.FULL, Option.TRIM, Option.STUB]),
+                      st.none() | st.floats(0.01, 1.0))
+    rules = {ph: draw(st.dictionaries(st.sampled_from(list(ToolType)), limit, min_size=1, max_size=4)) for ph in phases}
+    types = st.sampled_from(list(ToolType))
+    signals = {ph: draw(st.sets(types, max_size=3)) for ph in draw(st.sets(st.sampled_from(phases)))}
+    after = {a: draw(st.sampled_from(phases)) for a in draw(st.sets(st.sampled_from(phases)))}
+    names = st.text("abc_", min_size=1, max_size=6)
+    return PhasePolicy(name=draw(names), rules=rules, signals=signals, default=draw(st.sampled_from(phases)),
+                       after_user=after, window=draw(st.integers(1, 12)),
+                       tool_types=draw(st.dictionaries(names, st.sampled_from(list(ToolType)), max_size=3)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(policies())
+def test_any_policy_round_trips_through_json_and_pickle(policy: PhasePolicy) -> None:
+    assert PhasePolicy.from_dict(json.loads(json.dumps(policy.as_dict()))) == policy
+    assert pickle.loads(pickle.dumps(policy)) == policy
 
 
 def test_policy_pickles_and_copies() -> None:
