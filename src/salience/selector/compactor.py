@@ -422,21 +422,15 @@ def _to_transcript(
         raise ValueError(
             f"system= is only for Anthropic messages; {where} messages carry the system prompt in the list"
         )
-    if fmt == "openai":
-        if memo is not None and isinstance(messages, (list, tuple)):
-            from salience.formats.openai import KEY, entry_from_openai
-
-            source = _convert_each(messages, memo, fmt, entry_from_openai, lambda e: e.meta[KEY]["message"])
-        else:
-            source = Transcript.from_openai(messages)
+    if fmt in ("openai", "langchain") and memo is not None and isinstance(messages, (list, tuple)):
+        read, key = _reader(fmt)
+        source = _convert_each(messages, memo, fmt, read, lambda e: e.meta[key]["message"])
+    elif fmt == "openai":
+        source = Transcript.from_openai(messages)
     elif fmt == "langchain":
-        from salience.adapters.langchain import KEY as LC_KEY
-        from salience.adapters.langchain import entry_from_langchain, from_langchain
+        from salience.adapters.langchain import from_langchain
 
-        if memo is not None and isinstance(messages, (list, tuple)):
-            source = _convert_each(messages, memo, fmt, entry_from_langchain, lambda e: e.meta[LC_KEY]["message"])
-        else:
-            source = from_langchain(messages)
+        source = from_langchain(messages)
     else:
         source = Transcript.from_anthropic(messages, system=system)
     return source, format or fmt
@@ -464,18 +458,16 @@ def _convert_each(messages: Sequence[Any], memo: _Memo, fmt: str, read: Any, sna
 def _render(transcript: Transcript, fmt: str, memo: _Memo | None = None) -> tuple[Any, Any]:
     """(messages, system) of ``transcript`` in ``fmt``; ``memo`` keeps each entry's rendering
     (the caller gets copies)."""
+    if fmt in ("openai", "langchain") and memo is not None:
+        render = _renderer(fmt)
+        copy_message = _copy_json if fmt == "openai" else _copy_langchain
+        return [copy_message(memo.rendered_message(e, render)) for e in transcript.entries], None
     if fmt == "openai":
-        if memo is None:
-            return transcript.to_openai(), None
-        from salience.formats.openai import entry_to_openai
-
-        return [_copy_json(memo.rendered_message(e, entry_to_openai)) for e in transcript.entries], None
+        return transcript.to_openai(), None
     if fmt == "langchain":
-        from salience.adapters.langchain import entry_to_langchain, to_langchain
+        from salience.adapters.langchain import to_langchain
 
-        if memo is None:
-            return to_langchain(transcript), None
-        return [memo.rendered_message(e, entry_to_langchain).model_copy(deep=True) for e in transcript.entries], None
+        return to_langchain(transcript), None
     if fmt == "anthropic":
         return _merge_same_role(transcript.to_anthropic()), transcript.anthropic_system()
     return transcript, None
@@ -542,10 +534,8 @@ class _Memo:
 
     def check_config(self, cfg: _Config) -> None:
         """Forget the options when the parameters they depend on changed."""
-        key = (id(cfg.counter), cfg.counter, cfg.max_entry_tokens, cfg.trim_keep, cfg.stub_values)
-        if self.config is None or self.config[0] != key[0] or self.config[1] is not cfg.counter or (
-            self.config[2:] != key[2:]
-        ):
+        key = (cfg.counter, cfg.max_entry_tokens, cfg.trim_keep, cfg.stub_values)
+        if self.config is None or self.config[0] is not cfg.counter or self.config[1:] != key[1:]:
             self.options = {}
             self.config = key
 
