@@ -42,14 +42,13 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from salience._threads import one_thread
 from salience.scorer.baselines import build_bm25
 from salience.scorer.text import (
     STOPWORDS,
@@ -214,18 +213,9 @@ _LOG1P = np.array([math.log1p(k) for k in range(1024)])
 _ONE_THREAD_BELOW = 50_000_000
 
 
-@lru_cache(maxsize=1)
-def _threadpools() -> Any:
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
 def _blas_threads(work: int) -> Any:
     """A context that runs BLAS on one thread when ``work`` (multiply-adds) is small."""
-    if work >= _ONE_THREAD_BELOW:
-        return nullcontext()
-    return _threadpools().limit(limits=1, user_api="blas")
+    return one_thread("blas", when=work < _ONE_THREAD_BELOW)
 
 
 def _log1p(counts: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
+from salience._threads import one_thread
 from salience._version import __version__
 from salience.errors import NotFittedError, ScorerError
 from salience.scorer.features import BASE_FEATURES, QUERY_FEATURES, FeatureExtractor
@@ -236,13 +237,10 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         """One model on ``rows``, calibrated on grouped out-of-fold predictions, and the
         cross-validated metrics those same predictions give (names start with ``cv_<prefix>_``).
         """
-        from contextlib import nullcontext
-
         groups = np.unique(rows.groups)
         oof = np.full(len(rows.y), np.nan)
         # OpenMP threads cost more than they give below ~100k rows (and much more on a busy machine)
-        limit = _threadpools().limit(limits=1, user_api="openmp") if len(rows.y) < 100_000 else nullcontext()
-        with limit:
+        with one_thread("openmp", when=len(rows.y) < 100_000):
             return self._fit_folds(rows, groups, oof, prefix)
 
     def _fit_folds(
@@ -512,22 +510,13 @@ def _classification_metrics(y: np.ndarray, p: np.ndarray, prefix: str) -> dict[s
     }
 
 
-@lru_cache(maxsize=1)
-def _threadpools() -> Any:
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
 def _predict(model: Any, X: np.ndarray) -> np.ndarray:
     """``predict_proba(X)[:, 1]`` on one thread when ``X`` is small.
 
     OpenMP's thread start-up and spinning cost far more than a few hundred rows take
     to predict (100x on a busy two-core machine), so small inputs run single-threaded.
     """
-    if len(X) > 20_000:
-        return np.asarray(model.predict_proba(X)[:, 1])
-    with _threadpools().limit(limits=1, user_api="openmp"):
+    with one_thread("openmp", when=len(X) <= 20_000):
         return np.asarray(model.predict_proba(X)[:, 1])
 
 
