@@ -216,12 +216,20 @@ def test_pre_model_hook_sessions_and_queries() -> None:
     def last_human(messages: list[Any]) -> str:
         return next(m.text for m in reversed(messages) if isinstance(m, lc.HumanMessage))
 
-    hook = pre_model_hook(make(scorer=Spy(), pin_last=2), budget=230, session=True, query=last_human)
+    compactor = make(scorer=Spy(), pin_last=2)
+    started: list[int] = []
+    new_session = compactor.session
+    compactor.session = lambda **kw: started.append(1) or new_session(**kw)  # type: ignore[method-assign]
+    hook = pre_model_hook(compactor, budget=230, session=True, query=last_human)
     messages = lc_messages()
     hook({"messages": messages[:8]})
     hook({"messages": messages})
     assert seen and set(seen) <= {"Search JFK to SEA on May 20.\n" + lines("img", 10), "Yes, book HAT039."}
     assert hook.last.method.startswith("session")
+    assert len(started) == 1  # one conversation, one session
+    other = [m.model_copy(update={"id": f"other-{m.id}"}) for m in messages]
+    hook({"messages": other})
+    assert len(started) == 2  # another conversation (its first message differs), another session
 
 
 def test_pre_model_hook_rejects_bad_input() -> None:
@@ -229,7 +237,10 @@ def test_pre_model_hook_rejects_bad_input() -> None:
         pre_model_hook(make(), key="input")
     with pytest.raises(KeyError, match="the graph state has no 'messages' key"):
         pre_model_hook(make())({"history": []})
-    assert pre_model_hook(make())({"messages": []}) == {"llm_input_messages": []}
+    empty = pre_model_hook(make())
+    assert empty({"messages": []}) == {"llm_input_messages": []} and empty.last.format == "langchain"
+    with pytest.raises(ValueError, match="session=True needs the whole history"):
+        pre_model_hook(make(), key="messages", session=True)
 
 
 def test_import_without_langchain_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

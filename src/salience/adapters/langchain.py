@@ -312,7 +312,8 @@ def pre_model_hook(
     ``query``: a string, or a function of the messages returning one (say, the last
     human message), for a query-aware scorer. ``session``: keep one
     :class:`~salience.selector.compactor.CompactionSession` per conversation (told
-    apart by the id of its first message) so that the prompt-cache prefix stays stable.
+    apart by the id of its first message) so that the prompt-cache prefix stays stable;
+    it needs the default ``key`` (a session reads the whole history on every call).
     The returned function has an attribute ``last``: the last :class:`Compaction`.
 
     >>> from salience import Compactor
@@ -323,6 +324,10 @@ def pre_model_hook(
     """
     if key not in ("llm_input_messages", "messages"):
         raise ValueError(f"pre_model_hook: key must be 'llm_input_messages' or 'messages' (got {key!r})")
+    if session and key == "messages":
+        raise ValueError("pre_model_hook: session=True needs the whole history on every call, and key='messages' "
+                         "replaces the state's history with the compacted one; use the default key, "
+                         "'llm_input_messages'")
     sessions: dict[Any, CompactionSession] = {}
 
     def hook(state: Any) -> dict[str, list[BaseMessage]]:
@@ -340,9 +345,9 @@ def pre_model_hook(
                     sessions.pop(next(iter(sessions)))
             result = current.compact(messages, query=q, format="langchain")
         else:
-            result = compactor.compact(messages, budget=budget, query=q, format="langchain" if messages else None)
+            result = compactor.compact(messages, budget=budget, query=q, format="langchain")
         hook.last = result  # type: ignore[attr-defined]
-        out = list(result.messages) if messages else []
+        out = list(result.messages)
         if key == "messages":
             out = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *out]
         return {key: out}
