@@ -23,7 +23,6 @@ from salience.adapters import (
 )
 from salience.errors import FormatError, TranscriptError
 from salience.selector.compactor import Compactor, detect_format
-from salience.tokens import TokenCounter
 from salience.transcript import Transcript
 
 lc = pytest.importorskip("langchain_core.messages", reason="langchain-core is not installed (pip install -e '.[dev]')")
@@ -34,9 +33,9 @@ from salience.adapters.langchain import (  # noqa: E402
     pre_model_hook,
     to_langchain,
 )
+from test_compactor import COUNTER, assert_openai_valid, lines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-COUNTER = TokenCounter(lambda text: len(text.split()))
 
 
 class PositionScorer:
@@ -52,10 +51,6 @@ def make(**kw: Any) -> Compactor:
     kw.setdefault("scorer", PositionScorer())
     kw.setdefault("counter", COUNTER)
     return Compactor(**kw)
-
-
-def lines(prefix: str, n: int) -> str:
-    return "\n".join(" ".join(f"{prefix}{i}w{j}" for j in range(8)) for i in range(n))
 
 
 def lc_messages() -> list[Any]:
@@ -84,17 +79,8 @@ def lc_messages() -> list[Any]:
 
 
 def assert_langchain_valid(messages: list[Any]) -> None:
-    """Every tool message answers a call of the nearest AI message before it; every call is answered."""
-    open_calls: set[str] = set()
-    for i, m in enumerate(messages):
-        if isinstance(m, lc.ToolMessage):
-            assert m.tool_call_id in open_calls, f"message {i} answers {m.tool_call_id!r}, which is not open"
-            open_calls.discard(m.tool_call_id)
-        else:
-            assert not open_calls, f"calls {open_calls} unanswered before message {i}"
-            if isinstance(m, lc.AIMessage):
-                open_calls = {c["id"] for c in m.tool_calls}
-    assert not open_calls
+    """Every tool message answers a call of the AI message right before its block; every call is answered."""
+    assert_openai_valid(from_langchain(messages).to_openai())
 
 
 # -- LangChain conversion ------------------------------------------------------------------
@@ -181,8 +167,8 @@ def test_langchain_session_keeps_the_prefix() -> None:
     session = make(pin_last=2).session(budget=260)
     first = session.compact(messages[:8])
     second = session.compact(messages)
-    assert session.prefix_reuse is not None and session.prefix_reuse.messages >= 1
-    assert second.messages[: session.prefix_reuse.messages] == first.messages[: session.prefix_reuse.messages]
+    assert session.prefix_reuse is not None and session.prefix_reuse.share == 1.0
+    assert second.messages[: len(first.messages)] == first.messages  # the whole first request is reused
 
 
 # -- LangGraph hook ----------------------------------------------------------------------------

@@ -88,6 +88,22 @@ class Counting:
 
 
 @pytest.fixture
+def spy_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
+    """How often each message index was read from an OpenAI message into an entry."""
+    from salience.formats import openai as openai_format
+
+    read = Counter[int]()
+    real_entry = openai_format.entry_from_openai
+
+    def counting_entry(message: Any, index: int, **kw: Any) -> Any:
+        read[index] += 1
+        return real_entry(message, index, **kw)
+
+    monkeypatch.setattr(openai_format, "entry_from_openai", counting_entry)
+    return read
+
+
+@pytest.fixture
 def spy_values(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Texts passed to extract_values by the feature extractor and the compactor."""
     calls: list[str] = []
@@ -226,20 +242,9 @@ def make(**kwargs: Any) -> Compactor:
 
 @pytest.mark.parametrize("with_model", [False, True], ids=["role-scorer", "importance-scorer"])
 def test_compactor_does_new_work_for_the_new_message_only(
-    with_model: bool, spy_values: list[str], monkeypatch: pytest.MonkeyPatch
+    with_model: bool, spy_values: list[str], spy_reads: Counter[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    read = Counter[int]()
-    original_read = compactor_module.__dict__.get("_convert_each")
-    assert original_read is not None
-    from salience.formats import openai as openai_format
-
-    real_entry = openai_format.entry_from_openai
-
-    def counting_entry(message: Any, index: int, **kw: Any) -> Any:
-        read[index] += 1
-        return real_entry(message, index, **kw)
-
-    monkeypatch.setattr(openai_format, "entry_from_openai", counting_entry)
+    read = spy_reads
     renders = Counter[str]()
     for name in ("trim_text", "stub_text"):
         real = getattr(compactor_module, name)
@@ -317,15 +322,18 @@ def test_outputs_share_nothing_with_the_cache() -> None:
 
 def test_changed_parameters_are_honoured() -> None:
     messages = history(80, seed=7)
-    compactor = make(budget=400)
-    compactor.compact(messages)
+    compactor = make()
+    previous = compactor.compact(messages)
     params: dict[str, Any] = {}
     for changes in ({"trim_keep": 0.5}, {"stub_values": 2}, {"max_entry_tokens": 60},
                     {"counter": TokenCounter(lambda text: len(text))}):
         params.update(changes)
         compactor.set_params(**changes)
-        budget = 4000 if "counter" in params else 400
-        same(compactor.compact(messages, budget=budget), make(**params).compact(messages, budget=budget))
+        budget = 4000 if "counter" in params else 900
+        result = compactor.compact(messages, budget=budget)
+        same(result, make(**params).compact(messages, budget=budget))
+        assert result.messages != previous.messages, changes  # each change shows in the output
+        previous = result
 
 
 def test_compactor_pickles_without_its_caches() -> None:
@@ -428,16 +436,10 @@ def test_appending_calls_match_the_full_path_in_every_format(kind: str, monkeypa
     compare_runs(fast, run_session(messages, cuts, 1200, 0.9, convert, **kwargs))
 
 
-def test_a_call_that_only_appends_reads_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
-    from salience.formats import openai as openai_format
-
-    read = Counter[int]()
-    real_entry = openai_format.entry_from_openai
-
-    def counting_entry(message: Any, index: int, **kw: Any) -> Any:
-        read[index] += 1
-        return real_entry(message, index, **kw)
-
+def test_a_call_that_only_appends_reads_only_the_new_messages(
+    spy_reads: Counter[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = spy_reads
     runs = []
     real_run = compactor_module._Run.__init__
 
@@ -445,7 +447,6 @@ def test_a_call_that_only_appends_reads_only_the_new_messages(monkeypatch: pytes
         runs.append(1)
         real_run(self, *args, **kw)
 
-    monkeypatch.setattr(openai_format, "entry_from_openai", counting_entry)
     monkeypatch.setattr(compactor_module._Run, "__init__", counting_run)
     messages = history(300, seed=2)
     session = make().session(budget=10**6)
