@@ -123,6 +123,20 @@ def test_bad_messages_are_refused(message: Any, match: str) -> None:
         from_langchain([lc.HumanMessage("hi"), message])
 
 
+@pytest.mark.parametrize(
+    ("arguments", "args"),
+    [('{"a": 1}', {"a": 1}), ("", {}), ("not json", {"_raw": "not json"}), ("[1, 2]", {"_raw": "[1, 2]"})],
+    ids=["object", "empty", "text", "list"],
+)
+def test_calls_from_elsewhere_get_object_args_as_anthropic_input_does(arguments: str, args: dict) -> None:
+    from salience.formats.anthropic import to_anthropic
+    from salience.transcript import Entry, ToolCall
+
+    t = Transcript(id="t", entries=(Entry(id="a", role="assistant", tool_calls=(ToolCall("c1", "f", arguments),)),))
+    (message,) = to_langchain(t)
+    assert message.tool_calls[0]["args"] == args == to_anthropic(t)[0]["content"][0]["input"]
+
+
 def test_changed_text_replaces_text_blocks_only() -> None:
     t = from_langchain(lc_messages())
     e = t.entries[6].replace(content="[cut]")

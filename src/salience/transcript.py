@@ -40,6 +40,7 @@ salience.errors.TranscriptError: entry 'x': field 'role' must be one of 'system'
 from __future__ import annotations
 
 import enum
+import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
@@ -82,6 +83,23 @@ class ToolCall:
             value = getattr(self, fname)
             if not isinstance(value, str):
                 raise TranscriptError(f"{where}: field {fname!r} must be a str (got {_got(value)})")
+
+
+    def arguments_object(self) -> dict[str, Any]:
+        """The arguments as a JSON object, for formats that want one (Anthropic's
+        ``input``, LangChain's ``args``): ``{}`` when empty; text that is not a JSON
+        object, as ``{"_raw": arguments}``.
+
+        >>> ToolCall("c1", "f", '{"a": 1}').arguments_object(), ToolCall("c2", "f", "[1]").arguments_object()
+        ({'a': 1}, {'_raw': '[1]'})
+        """
+        if not self.arguments.strip():
+            return {}
+        try:
+            value = json.loads(self.arguments)
+        except json.JSONDecodeError:
+            value = None
+        return value if isinstance(value, dict) else {"_raw": self.arguments}
 
 
 @dataclass(frozen=True, slots=True, eq=True)

@@ -150,10 +150,7 @@ def _text(content: Any, where: str) -> str:
 def _arguments(args: Any) -> str:
     if isinstance(args, str):
         return args
-    try:
-        return json.dumps(args, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return json.dumps(args, ensure_ascii=False, default=str)
+    return json.dumps(args, ensure_ascii=False, default=str)
 
 
 def entry_from_langchain(
@@ -233,13 +230,7 @@ def _patched_content(original: Any, text: str) -> Any:
 
 
 def _call_dict(call: ToolCall) -> dict[str, Any]:
-    try:
-        args = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError:
-        args = {"__arguments__": call.arguments}
-    if not isinstance(args, dict):
-        args = {"__arguments__": args}
-    return {"name": call.name, "args": args, "id": call.id, "type": "tool_call"}
+    return {"name": call.name, "args": call.arguments_object(), "id": call.id, "type": "tool_call"}
 
 
 def _native(entry: Entry) -> BaseMessage:

@@ -306,16 +306,7 @@ def _unchanged(entry: Entry, private: Mapping[str, Any]) -> bool:
 
 
 def _tool_use(call: ToolCall, use_id: str | None = None) -> dict[str, Any]:
-    if not call.arguments.strip():
-        arguments: Any = {}
-    else:
-        try:
-            arguments = json.loads(call.arguments)
-        except json.JSONDecodeError:
-            arguments = None
-        if not isinstance(arguments, dict):
-            arguments = {"_raw": call.arguments}
-    return {"type": "tool_use", "id": use_id or call.id, "name": call.name, "input": arguments}
+    return {"type": "tool_use", "id": use_id or call.id, "name": call.name, "input": call.arguments_object()}
 
 
 def _image_block(part: Mapping[str, Any]) -> dict[str, Any] | None:
