@@ -460,10 +460,10 @@ def _is_result(entry: Entry) -> bool:
     return entry.role == "tool" and entry.tool_call_id is not None
 
 
-def _group(transcript: Transcript, renames: Mapping[str, Mapping[str, str]]) -> list[_Message]:
+def _group(entries: Sequence[Entry], renames: Mapping[str, Mapping[str, str]]) -> list[_Message]:
     messages: list[_Message] = []
     owner: dict[str, int] = {}  # call id -> index of the message holding the call
-    for entry in transcript.entries:
+    for entry in entries:
         if entry.role == "system":
             continue
         private = _private(entry)
@@ -539,22 +539,13 @@ def render_appended(entries: Sequence[Entry]) -> list[dict[str, Any]] | None:
     """The messages :func:`to_anthropic` renders for ``entries`` at the end of a transcript
     whose earlier entries came from earlier messages (None if an entry was not read from
     Anthropic messages: then only the whole transcript says how it renders)."""
-    messages: list[_Message] = []
-    for entry in entries:
-        private = _private(entry)
-        if private is None or entry.role == "system":
-            return None
-        head = private["head"]
-        if messages and _same_head(messages[-1].head, head):
-            messages[-1].entries.append(entry)
-        else:
-            messages.append(_Message(head["message"]["role"], head, [entry]))
-    out = []
-    for message in messages:
-        rendered = _render(message, {})
-        if rendered is not None:
-            out.append(rendered)
-    return out
+    if any(entry.role == "system" or _private(entry) is None for entry in entries):
+        return None
+    return _render_all(_group(entries, {}), {})
+
+
+def _render_all(messages: Sequence[_Message], renames: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+    return [r for r in (_render(message, renames) for message in messages) if r is not None]
 
 
 def to_anthropic(transcript: Transcript) -> list[dict[str, Any]]:
@@ -577,12 +568,7 @@ def to_anthropic(transcript: Transcript) -> list[dict[str, Any]]:
                                   {'type': 'text', 'text': 'ok'}]}]
     """
     renames = _renames(transcript)
-    out = []
-    for message in _group(transcript, renames):
-        rendered = _render(message, renames)
-        if rendered is not None:
-            out.append(rendered)
-    return out
+    return _render_all(_group(transcript.entries, renames), renames)
 
 
 def system_of(transcript: Transcript) -> str | list[dict[str, Any]] | None:
