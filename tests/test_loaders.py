@@ -338,7 +338,8 @@ def test_malformed_files_raise_format_error_naming_the_file(case: str, tmp_path:
 def test_json_lines_that_are_not_utf8_name_the_file(module: ModuleType, tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     path.write_bytes(b'{"role": "User", "text": "caf\xe9"}\n')
-    with pytest.raises(FormatError, match=rf"{path}: not UTF-8 text \(byte \d+: invalid continuation byte\)"):
+    pattern = rf"{path}:1: not UTF-8 text \(byte \d+ of the line: invalid continuation byte\)"
+    with pytest.raises(FormatError, match=pattern):
         module.load(path)
 
 

@@ -52,7 +52,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from salience.errors import FormatError, TranscriptError, describe
+from salience.errors import TranscriptError, describe
+from salience.formats._io import json_lines
 from salience.formats.openai import entry_from_openai, entry_to_openai
 from salience.transcript import Query, Transcript
 
@@ -149,24 +150,8 @@ def _parse(obj: Any, default_id: str) -> Transcript:
 def load(path: str | os.PathLike[str]) -> list[Transcript]:
     """All transcripts in a canonical JSONL file, in file order."""
     path = Path(path)
-    out = []
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise FormatError(
-                    f"{path}:{lineno}: not UTF-8 text (byte {exc.start + 1} of the line: {exc.reason})"
-                ) from None
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FormatError(f"{path}:{lineno}: malformed JSON: {exc.msg} at column {exc.pos + 1}") from None
-            out.append(parse_transcript(obj, default_id=f"{path.stem}:{lineno}", where=f"{path}:{lineno}"))
-    return out
+    return [parse_transcript(obj, default_id=f"{path.stem}:{lineno}", where=where)
+            for lineno, where, obj in json_lines(path)]
 
 
 def dump_transcript(transcript: Transcript) -> dict[str, Any]:
