@@ -84,7 +84,6 @@ class ToolCall:
             if not isinstance(value, str):
                 raise TranscriptError(f"{where}: field {fname!r} must be a str (got {_got(value)})")
 
-
     def arguments_object(self) -> dict[str, Any]:
         """The arguments as a JSON object, for formats that want one (Anthropic's
         ``input``, LangChain's ``args``): ``{}`` when empty; text that is not a JSON
@@ -311,6 +310,7 @@ class Transcript:
     domain: str | None = None
     queries: tuple[Query, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    _parents: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)  # see parents()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -337,7 +337,9 @@ class Transcript:
             raise TranscriptError(
                 f"transcript {self.id!r}: field 'domain' must be a str or None (got {_got(self.domain)})"
             )
-        seen = _Growth().check(self.id, entries).seen
+        growth = _Growth().check(self.id, entries)
+        object.__setattr__(self, "_parents", tuple(growth.parents))
+        seen = growth.seen
         for q, query in enumerate(queries):
             if not isinstance(query, Query):
                 raise TranscriptError(f"transcript {self.id!r}, query {q}: expected a Query (got {_got(query)})")
@@ -371,7 +373,7 @@ class Transcript:
         growth.check(self.id, new, len(self.entries))
         out = object.__new__(Transcript)
         for name, value in (("id", self.id), ("entries", new), ("domain", self.domain), ("queries", ()),
-                            ("meta", dict(self.meta))):
+                            ("meta", dict(self.meta)), ("_parents", tuple(growth.parents))):
             object.__setattr__(out, name, value)
         return out
 
@@ -404,16 +406,7 @@ class Transcript:
         >>> Transcript(id="t", entries=(call(0), result(0), call(1), result(1))).parents()
         [-1, 0, -1, 2]
         """
-        open_calls: dict[str, int] = {}
-        out = []
-        for i, entry in enumerate(self.entries):
-            if entry.tool_call_id is not None:
-                out.append(open_calls.pop(entry.tool_call_id, -1))
-            else:
-                out.append(-1)
-            for call in entry.tool_calls:
-                open_calls[call.id] = i
-        return out
+        return list(self._parents)  # found while the entries were validated (_Growth)
 
     def unanswered_calls(self) -> list[str]:
         """Ids of tool calls that no later tool entry answers, in order."""
