@@ -6,7 +6,7 @@ for each scorer in ``--scorers`` (default: ``default`` and ``random``). The harn
 :func:`fuzz` in ``tests/test_fuzz_providers.py`` (the test suite runs it small): cut
 points where every tool call is answered, budgets uniform between the pinned minimum
 and the full size with one draw in ten below the minimum (a BudgetError there is a
-correct refusal), and every output checked with :mod:`salience.selector.validate`,
+correct refusal), and every output checked with :mod:`salience.messages.validate`,
 its tokens recounted, the input compared with a copy, and the archive restored.
 
 Run as ``python benchmarks/bench_fuzz.py [--cuts 10] [--budgets 3] [--scorers default random]

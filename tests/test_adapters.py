@@ -129,7 +129,7 @@ def test_bad_messages_are_refused(message: Any, match: str) -> None:
     ids=["object", "empty", "text", "list"],
 )
 def test_calls_from_elsewhere_get_object_args_as_anthropic_input_does(arguments: str, args: dict) -> None:
-    from salience.formats.anthropic import to_anthropic
+    from salience.messages.anthropic import to_anthropic
     from salience.transcript import Entry, ToolCall
 
     t = Transcript(id="t", entries=(Entry(id="a", role="assistant", tool_calls=(ToolCall("c1", "f", arguments),)),))

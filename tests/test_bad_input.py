@@ -2,7 +2,7 @@
 TranscriptError naming the transcript, the message/entry (index and id) and the field.
 
 The behaviours are documented in the docstrings of ``salience.transcript``,
-``salience.formats.openai``, ``salience.formats.anthropic`` and ``salience.formats.jsonl``.
+``salience.messages.openai``, ``salience.messages.anthropic`` and ``salience.datasets.jsonl``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from salience import FormatError, Transcript, TranscriptError, count_tokens, load_transcripts, save_transcripts
-from salience.formats import jsonl
+from salience.datasets import jsonl
 from salience.tokens import TokenCounter
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from salience import Entry, FormatError, ToolCall, Transcript, TranscriptError, load_transcripts, save_transcripts
-from salience.formats import detect_layout, jsonl
-from salience.formats.anthropic import from_anthropic, system_of
-from salience.formats.openai import entry_to_openai, from_openai, to_openai
+from salience.datasets import detect_layout, jsonl
+from salience.messages.anthropic import from_anthropic, system_of
+from salience.messages.openai import entry_to_openai, from_openai, to_openai
 
 # --------------------------------------------------------------------------
 # What the providers accept (the rules their APIs enforce on tool use)

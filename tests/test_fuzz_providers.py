@@ -1,5 +1,5 @@
 """Fuzz: tau-bench airline runs cut at random points and compacted to random budgets
-must give messages the providers accept (checked with :mod:`salience.selector.validate`).
+must give messages the providers accept (checked with :mod:`salience.messages.validate`).
 
 Every run of ``../shared/data/tau-bench-airline`` (skipped when absent) is cut at
 seeded random points where every tool call is answered (after a tool result that
@@ -34,9 +34,9 @@ import pytest
 from conftest import shared_path
 from salience import load_transcripts
 from salience.errors import BudgetError
+from salience.messages.validate import check_anthropic, check_openai, pending_calls
 from salience.scorer.baselines import RecencyScorer
 from salience.selector.compactor import Compactor
-from salience.selector.validate import check_anthropic, check_openai, pending_calls
 from salience.tokens import default_counter
 from salience.transcript import Transcript
 

@@ -90,7 +90,8 @@ class Counting:
 @pytest.fixture
 def spy_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """How often each message index was read from an OpenAI message into an entry."""
-    from salience.formats import openai as openai_format
+    import salience.formats.openai as old_path
+    import salience.messages.openai as openai_format
 
     read = Counter[int]()
     real_entry = openai_format.entry_from_openai
@@ -99,7 +100,9 @@ def spy_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
         read[index] += 1
         return real_entry(message, index, **kw)
 
+    # the reader the compactor calls, under its new path and the old one it may still import it from
     monkeypatch.setattr(openai_format, "entry_from_openai", counting_entry)
+    monkeypatch.setattr(old_path, "entry_from_openai", counting_entry)
     return read
 
 

@@ -17,8 +17,8 @@ from types import ModuleType
 
 import pytest
 
+from salience.datasets import apibank, detect_layout, load_transcripts, locomo, mint, sweagent, taubench, tooltalk
 from salience.errors import FormatError, TranscriptError
-from salience.formats import apibank, detect_layout, load_transcripts, locomo, mint, sweagent, taubench, tooltalk
 from salience.transcript import Transcript
 
 LAYOUTS = Path(__file__).resolve().parent / "fixtures" / "layouts"

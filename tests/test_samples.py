@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from salience import Transcript, load_transcripts
-from salience.formats import detect_layout
+from salience.datasets import detect_layout
 from salience.scorer.labels import hindsight_labels
 from salience.tokens import default_counter
 

@@ -12,10 +12,10 @@ import pytest
 from conftest import SAMPLES
 from salience import load_transcripts
 from salience.cli import main
-from salience.formats.jsonl import dump_transcript
+from salience.datasets.jsonl import dump_transcript
+from salience.messages.validate import check_anthropic, check_openai
 from salience.selector.commands import parse_budget, read_input, resolve_scorer, restore_archive
 from salience.selector.masking import Phase
-from salience.selector.validate import check_anthropic, check_openai
 from salience.tokens import default_counter
 from salience.transcript import Transcript
 

@@ -1,4 +1,4 @@
-"""salience.selector.validate: what the providers would reject, one rule at a time."""
+"""salience.messages.validate: what the providers would reject, one rule at a time."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from salience.selector.validate import check_anthropic, check_openai, pending_calls
+from salience.messages.validate import check_anthropic, check_openai, pending_calls
 from salience.transcript import Transcript
 
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# imported for its side effect: it registers the converters behind Transcript.from_openai, ...
+import salience.messages as messages  # noqa: F401 (see salience.transcript.register_converter)
 from salience._version import __version__
+from salience.datasets import load_transcripts, save_transcripts
 from salience.errors import (
     BudgetError,
     FormatError,
@@ -24,7 +27,6 @@ from salience.errors import (
     TrackingError,
     TranscriptError,
 )
-from salience.formats import load_transcripts, save_transcripts
 from salience.tokens import TokenCounter, count_tokens
 from salience.transcript import Entry, Query, Role, ToolCall, Transcript
 

@@ -22,6 +22,13 @@ What a :class:`Transcript` accepts, and what it refuses:
 * text is stored as given: lone surrogates or control characters are neither
   refused nor cleaned, and there is no size limit.
 
+This module is at the bottom of the imports: it imports nothing of salience but
+:mod:`salience.errors`. The provider formats live in :mod:`salience.messages`,
+above it; :meth:`Transcript.from_openai`, :meth:`~Transcript.to_openai`,
+:meth:`~Transcript.from_anthropic`, :meth:`~Transcript.to_anthropic` and
+:meth:`~Transcript.anthropic_system` call the converters those modules register
+here when imported (:func:`register_converter`; ``import salience`` imports them).
+
 >>> t = Transcript.from_openai([
 ...     {"role": "system", "content": "You are terse."},
 ...     {"role": "user", "content": "Hi"},
@@ -43,11 +50,11 @@ import enum
 import json
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from salience.errors import TranscriptError, describe
+from salience.errors import SalienceError, TranscriptError, describe
 
 __all__ = ["Entry", "Query", "Role", "ToolCall", "Transcript"]
 
@@ -427,6 +434,8 @@ class Transcript:
         return replace(self, **changes)
 
     # -- formats -----------------------------------------------------------
+    # The converters live in salience.messages, which imports this module; they
+    # register themselves here (register_converter) so that imports run one way.
     @classmethod
     def from_openai(
         cls,
@@ -436,10 +445,9 @@ class Transcript:
         domain: str | None = None,
         queries: Iterable[Query] = (),
     ) -> Transcript:
-        """Build from OpenAI chat messages (see :mod:`salience.formats.openai`)."""
-        from salience.formats.openai import from_openai
-
-        return from_openai(messages, id=id, domain=domain, queries=queries)
+        """Build from OpenAI chat messages (see :mod:`salience.messages.openai`)."""
+        built: Transcript = _converter("from_openai")(messages, id=id, domain=domain, queries=queries)
+        return built
 
     def to_openai(self, *, with_ids: bool | None = None, with_labels: bool | None = None) -> list[dict[str, Any]]:
         """OpenAI chat messages; exact inverse of :meth:`from_openai`.
@@ -447,9 +455,8 @@ class Transcript:
         ``with_ids`` / ``with_labels``: ``None`` writes salience's ``id`` / ``label``
         keys only where the source message had them; ``True`` always; ``False`` never.
         """
-        from salience.formats.openai import to_openai
-
-        return to_openai(self, with_ids=with_ids, with_labels=with_labels)
+        messages: list[dict[str, Any]] = _converter("to_openai")(self, with_ids=with_ids, with_labels=with_labels)
+        return messages
 
     @classmethod
     def from_anthropic(
@@ -461,19 +468,68 @@ class Transcript:
         domain: str | None = None,
         queries: Iterable[Query] = (),
     ) -> Transcript:
-        """Build from Anthropic messages, the system prompt given separately."""
-        from salience.formats.anthropic import from_anthropic
+        """Build from Anthropic messages, the system prompt given separately.
 
-        return from_anthropic(messages, system=system, id=id, domain=domain, queries=queries)
+        See :mod:`salience.messages.anthropic`.
+        """
+        built: Transcript = _converter("from_anthropic")(
+            messages, system=system, id=id, domain=domain, queries=queries
+        )
+        return built
 
     def to_anthropic(self) -> list[dict[str, Any]]:
         """Anthropic messages (the system prompt is :meth:`anthropic_system`)."""
-        from salience.formats.anthropic import to_anthropic
-
-        return to_anthropic(self)
+        messages: list[dict[str, Any]] = _converter("to_anthropic")(self)
+        return messages
 
     def anthropic_system(self) -> str | list[dict[str, Any]] | None:
         """The system prompt in the form Anthropic's API takes it, or None."""
-        from salience.formats.anthropic import system_of
+        system: str | list[dict[str, Any]] | None = _converter("anthropic_system")(self)
+        return system
 
-        return system_of(self)
+
+# -- converters ---------------------------------------------------------------
+
+#: The :class:`Transcript` methods that convert to and from provider messages, and
+#: the module that registers each one's converter when it is imported.
+CONVERTERS: Mapping[str, str] = {
+    "from_openai": "salience.messages.openai",
+    "to_openai": "salience.messages.openai",
+    "from_anthropic": "salience.messages.anthropic",
+    "to_anthropic": "salience.messages.anthropic",
+    "anthropic_system": "salience.messages.anthropic",
+}
+
+_converters: dict[str, Callable[..., Any]] = {}
+
+
+def register_converter(method: str, function: Callable[..., Any]) -> None:
+    """Make ``function`` the converter behind the :class:`Transcript` method ``method``.
+
+    :mod:`salience.messages.openai` and :mod:`salience.messages.anthropic` call this
+    when they are imported (``import salience`` imports both), so that this module,
+    at the bottom of the imports, needs none of theirs. ``function`` takes the
+    method's arguments (``self`` first for the ``to_`` methods).
+
+    >>> register_converter("to_yaml", print)
+    Traceback (most recent call last):
+    ...
+    salience.errors.SalienceError: no Transcript method 'to_yaml' takes a converter \
+(known: 'from_openai', 'to_openai', 'from_anthropic', 'to_anthropic', 'anthropic_system')
+    """
+    if method not in CONVERTERS:
+        known = ", ".join(repr(m) for m in CONVERTERS)
+        raise SalienceError(f"no Transcript method {method!r} takes a converter (known: {known})")
+    _converters[method] = function
+
+
+def _converter(method: str) -> Callable[..., Any]:
+    """The converter registered for ``method``; a :class:`SalienceError` naming its module if none is."""
+    try:
+        return _converters[method]
+    except KeyError:
+        module = CONVERTERS[method]
+        raise SalienceError(
+            f"Transcript.{method} has no converter: {module} registers it when imported, and it was not "
+            f"(import salience, or import {module}, before calling Transcript.{method})"
+        ) from None

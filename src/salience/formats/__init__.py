@@ -1,131 +1,31 @@
-"""Readers and writers for every transcript layout salience knows.
+"""Old home of the formats, kept for one release: import from the new packages instead.
 
-:func:`load_transcripts` takes files or folders and detects each file's layout
-from its content. Each layout is a module with ``NAME``, ``sniff(path, head)`` and
-``load(path)``; :data:`LAYOUTS` lists them in detection order. A layout module
-that is not there (yet) is passed over.
-
-An empty file holds no transcript (whatever its name). Errors: a path that does
-not exist, or a non-empty file named directly that no layout recognises, is a
-:class:`~salience.errors.FormatError` naming the file; what a loader finds wrong
-inside a file is its own :class:`~salience.errors.TranscriptError`; any other
-exception a loader raises (a ``KeyError`` deep inside a malformed file, say) comes
-out as a ``FormatError`` naming the file and the layout, the original chained as
-its cause.
+``salience.formats`` held two kinds of module, now apart: the provider message
+converters (``openai``, ``anthropic``) are in :mod:`salience.messages`, the read-only
+data set loaders (``jsonl``, ``locomo``, ``taubench``, ``mint``, ``sweagent``,
+``tooltalk``, ``apibank``) and :func:`load_transcripts` in :mod:`salience.datasets`.
+This package and its modules (``salience.formats.openai``, ...) only re-export the
+names they had.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from types import ModuleType
-from typing import Union
+from salience.datasets import (
+    LAYOUTS,
+    PathLike,
+    detect_layout,
+    iter_files,
+    known_layouts,
+    load_transcripts,
+    save_transcripts,
+)
 
-from salience.errors import FormatError, SalienceError
-from salience.transcript import Transcript
-
-__all__ = ["LAYOUTS", "detect_layout", "iter_files", "known_layouts", "load_transcripts", "save_transcripts"]
-
-#: Layout modules, tried in this order.
-LAYOUTS: tuple[str, ...] = ("jsonl", "locomo", "taubench", "mint", "sweagent", "tooltalk", "apibank")
-
-PathLike = Union[str, "os.PathLike[str]"]
-_HEAD = 65_536
-_SKIP_NAMES = {"license", "license.txt", "license.md", "readme.md", "readme", "readme.txt", "notice"}
-
-
-def _layout_module(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"salience.formats.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"salience.formats.{name}":
-            return None
-        raise
-
-
-def _modules() -> list[ModuleType]:
-    return [m for m in (_layout_module(n) for n in LAYOUTS) if m is not None]
-
-
-def known_layouts() -> list[str]:
-    """Names of the layouts whose modules are present, in detection order."""
-    return [m.NAME for m in _modules()]
-
-
-def _head(path: Path) -> str:
-    with path.open("rb") as fh:
-        raw = fh.read(_HEAD)
-    return raw.decode("utf-8", errors="replace")
-
-
-def detect_layout(path: PathLike) -> str | None:
-    """The name of the layout of file ``path``, or None if no loader recognises it."""
-    path = Path(path)
-    head = _head(path)
-    for module in _modules():
-        if module.sniff(path, head):
-            return str(module.NAME)
-    return None
-
-
-def iter_files(path: Path) -> list[Path]:
-    """Files below ``path`` (or ``path`` itself), sorted, hidden files and licenses left out."""
-    if path.is_file():
-        return [path]
-    return sorted(
-        p for p in path.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-        and p.name.lower() not in _SKIP_NAMES
-    )
-
-
-def load_transcripts(paths: PathLike | Sequence[PathLike], *, layout: str | None = None) -> list[Transcript]:
-    """Every transcript in ``paths`` (files or folders), layouts detected from content.
-
-    A file named directly must be in a known layout; inside a folder, files of no
-    known layout (licenses, databases, notes) and empty files are passed over. A
-    folder with no transcript at all is an error naming the layouts known.
-    """
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out: list[Transcript] = []
-    known = ", ".join(known_layouts())
-    for raw in paths:
-        path = Path(raw)
-        if not path.exists():
-            raise FormatError(f"{path}: no such file or folder")
-        direct = path.is_file()
-        found = 0
-        for file in iter_files(path):
-            if file.stat().st_size == 0:
-                continue  # holds no transcript, in whatever layout
-            name = layout or detect_layout(file)
-            if name is None:
-                if direct:
-                    raise FormatError(f"{file}: not in a layout salience knows (known: {known})")
-                continue
-            module = _layout_module(name)
-            if module is None:
-                raise FormatError(f"{file}: unknown layout {name!r} (known: {known})")
-            try:
-                loaded = module.load(file)
-            except SalienceError:
-                raise
-            except Exception as exc:
-                raise FormatError(
-                    f"{file}: the {name} loader failed: {type(exc).__name__}: {exc}"
-                ) from exc
-            found += len(loaded)
-            out.extend(loaded)
-        if not direct and found == 0:
-            raise FormatError(f"{path}: no transcripts found in any layout salience knows (known: {known})")
-    return out
-
-
-def save_transcripts(transcripts: Iterable[Transcript], path: PathLike) -> Path:
-    """Write ``transcripts`` as canonical JSONL to ``path``."""
-    from salience.formats.jsonl import save
-
-    return save(transcripts, path)
+__all__ = [
+    "LAYOUTS",
+    "PathLike",
+    "detect_layout",
+    "iter_files",
+    "known_layouts",
+    "load_transcripts",
+    "save_transcripts",
+]

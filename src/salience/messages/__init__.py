@@ -1,0 +1,32 @@
+"""Provider message formats: read, write, detect, merge rules, provider validity.
+
+One module per provider format, each converting that provider's message list to a
+:class:`~salience.transcript.Transcript` and back, exactly (``from_x(m).to_x() == m``)::
+
+    openai.py      OpenAI chat messages (one message, one entry)
+    anthropic.py   Anthropic Messages (a user message's tool_result blocks are
+                   entries of their own; the system prompt is given separately)
+    validate.py    what each provider's API would refuse (tool calls and results
+                   paired, roles alternating): check_openai, check_anthropic
+    _common.py     what openai and anthropic share (the Entry.meta keys of their
+                   source messages, error helpers), so neither imports the other
+
+Detecting which format a message list is in, with the rules for rendering back to
+it, and LangChain messages are the modules ``dispatch`` and ``langchain`` here.
+
+Imports run one way: these modules import :mod:`salience.transcript`, never the
+other way round. ``Transcript.from_openai``, ``.to_openai``, ``.from_anthropic``,
+``.to_anthropic`` and ``.anthropic_system`` call the converters that ``openai`` and
+``anthropic`` register with :func:`salience.transcript.register_converter` when they
+are imported; importing this package (``import salience`` does) imports both.
+
+The read-only data set loaders (canonical JSONL, LoCoMo, tau-bench, ...) are
+:mod:`salience.datasets`.
+"""
+
+from __future__ import annotations
+
+from salience.messages.anthropic import from_anthropic, system_of, to_anthropic
+from salience.messages.openai import from_openai, to_openai
+
+__all__ = ["from_anthropic", "from_openai", "system_of", "to_anthropic", "to_openai"]
