@@ -543,7 +543,8 @@ def test_cli_bench_split_test_side(tmp_path: Path, chat: Transcript, capsys) -> 
 
 
 def test_cli_bench_logs_models_uri(data_file: Path, monkeypatch, capsys) -> None:
-    from salience.training import bench_command, tracking
+    from salience.cli import bench as bench_command
+    from salience.training import tracking
 
     logged = []
     monkeypatch.setattr(bench_command, "resolve_scorer", lambda spec: (RandomScorer(), spec))

@@ -70,7 +70,7 @@ def test_commands_registered() -> None:
 
 
 def test_missing_modules_are_left_out(monkeypatch) -> None:
-    import salience.cli as cli
+    import salience.cli.dispatch as cli
 
     monkeypatch.setattr(cli, "COMMANDS", [*cli.COMMANDS, ("frobnicate", "salience.no_such_module:add_parser")])
     assert "frobnicate" not in build_parser().format_help()

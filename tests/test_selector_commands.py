@@ -12,9 +12,10 @@ import pytest
 from conftest import SAMPLES
 from salience import load_transcripts
 from salience.cli import main
+from salience.cli.compact import restore_archive
+from salience.cli.compaction import parse_budget, read_input, resolve_scorer
 from salience.datasets.jsonl import dump_transcript
 from salience.messages.validate import check_anthropic, check_openai
-from salience.selector.commands import parse_budget, read_input, resolve_scorer, restore_archive
 from salience.selector.masking import Phase
 from salience.tokens import default_counter
 from salience.transcript import Transcript

@@ -108,7 +108,7 @@ def test_tracking_uri_defaults_to_sqlite_in_salience_home(monkeypatch: pytest.Mo
 
 
 def test_importing_tracking_and_commands_does_not_import_mlflow() -> None:
-    code = ("import sys, salience.training.tracking, salience.training.registry_commands, salience.cli; "
+    code = ("import sys, salience.training.tracking, salience.cli.registry, salience.cli; "
             "salience.cli.build_parser(); print('mlflow' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -361,7 +361,7 @@ def test_cli_bad_input_exits_2(extra: list[str], match: str, tmp_path: Path, cap
 
 def test_cli_default_scorer_falls_back(monkeypatch) -> None:
     import salience.scorer.model as model
-    from salience.training.tune_command import resolve_tune_scorer
+    from salience.cli.tune import resolve_tune_scorer
 
     def missing() -> None:
         raise ScorerError("the bundled default scorer is missing (x)")
