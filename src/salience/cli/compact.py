@@ -41,6 +41,7 @@ from salience.cli.compaction import (
     transcript_tokens,
     warn_fallback,
 )
+from salience.cli.scorers import parse_scorer
 from salience.errors import SalienceError
 
 if TYPE_CHECKING:
@@ -313,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
     warn_fallback(note, results)
     budget_text = args.budget.strip() if "%" in args.budget else f"{parse_budget(args.budget):,}"
     print(_summary(results, budget_text), file=sys.stderr)
+    parse_scorer(args.scorer).warn_if_deprecated()
     return 0
 
 

@@ -267,7 +267,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, budget_required: bo
                         help="OpenAI or Anthropic messages (JSON), canonical JSONL, or any layout salience knows")
     parser.add_argument("--budget", required=budget_required, metavar="N",
                         help="token budget: a number of tokens, or a percentage of each transcript's tokens (25%%)"
-                        + ("" if budget_required else f" (default: {INSPECT_SHARE:.0%} of the transcript's tokens)"))
+                        + ("" if budget_required else f" (default: {INSPECT_SHARE:.0%}% of the transcript's tokens)"))
     parser.add_argument("--query", metavar="Q", help="what the next step is about (a query-aware selection)")
     parser.add_argument("--phase", metavar="P",
                         help=f"the agent's phase for masking old tool outputs: one of {', '.join(_phases())} "

@@ -34,6 +34,7 @@ from salience.cli.compaction import (
     transcript_tokens,
     warn_fallback,
 )
+from salience.cli.scorers import parse_scorer
 from salience.errors import SalienceError
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         scores = scorer.score(transcript) if args.query is None else scorer.score(transcript, query=args.query)
     print_inspection(result, scores=scores, limit=args.limit, notes=notes)
     warn_fallback(note, [result])
+    parse_scorer(args.scorer).warn_if_deprecated()
     return 0
 
 
