@@ -105,7 +105,7 @@ def add_paths_argument(parser: argparse.ArgumentParser) -> None:
 
 def load_inputs(paths: Sequence[str]) -> list[Transcript]:
     """Every transcript in ``paths``; a :class:`SalienceError` if there is none."""
-    from salience.formats import load_transcripts
+    from salience.datasets import load_transcripts
 
     transcripts = load_transcripts(list(paths))
     if not transcripts:

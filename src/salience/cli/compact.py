@@ -77,7 +77,7 @@ def _message_index(loaded_format: str, messages: Sequence[Any] | None) -> Any:
 def _archive_record(result: Compaction, *, kind: str, source_messages: list[Any], output_messages: list[Any],
                     system: Any = None) -> dict[str, Any]:
     """The archive of one compaction (see :func:`archive_document`)."""
-    from salience.formats.jsonl import dump_transcript
+    from salience.datasets.jsonl import dump_transcript
     from salience.tokens import default_counter
 
     counter = default_counter()
@@ -133,7 +133,7 @@ def archive_document(kind: str, records: list[dict[str, Any]]) -> dict[str, Any]
     record has ``id``, ``budget``, ``tokens_before``, ``tokens_after``, ``entries``
     (each archived entry: ``id``, ``index`` in the input transcript, ``option``
     ``trim``/``stub``/``drop``, ``role``, ``name``, ``tokens``, and ``message``: the
-    entry whole as a canonical message, see :mod:`salience.formats.jsonl`), and
+    entry whole as a canonical message, see :mod:`salience.datasets.jsonl`), and
     ``restore`` (``count`` of input messages, ``sources``: the input index of each
     output message, ``messages``: the original input messages that changed, by
     index, ``system`` when the Anthropic system prompt changed, ``queries`` of a
@@ -253,7 +253,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """``salience compact``: see the module doc."""
-    from salience.formats.jsonl import dump_transcript
+    from salience.datasets.jsonl import dump_transcript
 
     parse_budget(args.budget)  # a bad budget is reported before any work
     phase = check_phase(args.phase)

@@ -122,7 +122,7 @@ def read_input(path: str | Path, format: str | None = None) -> LoadedInput:
     Raises :class:`~salience.errors.SalienceError` (one line, naming the file) for a
     file that cannot be read or holds nothing compactable.
     """
-    from salience.formats import load_transcripts
+    from salience.datasets import load_transcripts
     from salience.selector.compactor import detect_format
 
     name = str(path)

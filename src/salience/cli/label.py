@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from salience.formats import save_transcripts
+    from salience.datasets import save_transcripts
     from salience.scorer.labels import LabelMode, label, resolve_mode
 
     start = time.perf_counter()
