@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from salience.errors import BudgetError, FormatError, ScorerError
-from salience.selector import compactor as compactor_module
+from salience.selector import scoring as scoring_module
 from salience.selector.compactor import Compaction, Compactor, PrefixReuse, detect_format
 from salience.selector.masking import Option, Phase, PhasePolicy
 from salience.tokens import TokenCounter
@@ -572,13 +572,13 @@ def test_bad_scores_raise_scorer_error(out: Any, match: str) -> None:
 def test_default_scorer_falls_back_to_a_prior_when_the_model_module_is_missing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    compactor_module._default_scorer.cache_clear()
+    scoring_module.fallback_scorer.cache_clear()
     monkeypatch.setitem(sys.modules, "salience.scorer.model", None)  # import raises ImportError
     try:
         result = Compactor(counter=COUNTER, pin_last=2).compact(openai_messages(), budget=150)
-        assert compactor_module._default_scorer().__class__.__name__ == "_PriorScorer"
+        assert scoring_module.fallback_scorer().__class__.__name__ == "_PriorScorer"
     finally:
-        compactor_module._default_scorer.cache_clear()
+        scoring_module.fallback_scorer.cache_clear()
     assert result.tokens <= 150
     assert result.scores is not None and result.scores[-1] > result.scores[1]  # recency prior
 
@@ -633,6 +633,52 @@ def test_scikit_learn_conventions() -> None:
     assert repr(Compactor(budget=500)) == "Compactor(budget=500)"
     with pytest.raises(TypeError):
         Compactor(None)  # type: ignore[misc]  # keyword-only
+
+
+def test_nested_set_params_reach_the_scorer() -> None:
+    from salience.scorer.baselines import BM25Scorer
+
+    c = make(scorer=BM25Scorer(k1=1.5), budget=500, pin_last=2)
+    deep = c.get_params(deep=True)
+    assert deep["scorer__k1"] == 1.5 and "scorer__k1" not in c.get_params(deep=False)
+    assert c.set_params(scorer__k1=0.9, budget=400) is c
+    assert c.scorer.k1 == 0.9 and c.budget == 400
+    with pytest.raises(ValueError, match="unknown parameter 'scorr__k1'"):
+        c.set_params(scorr__k1=1.0)
+    assert c.compact(openai_messages(), budget=150).tokens <= 150
+
+
+def test_clone_copies_parameters_not_caches() -> None:
+    sklearn_base = pytest.importorskip("sklearn.base")
+    from salience.scorer.baselines import BM25Scorer
+
+    policy = PhasePolicy.for_domain("airline").as_dict()
+    c = make(scorer=BM25Scorer(k1=1.2), budget=150, pin_last=2, policy=policy, retain={"trim": 0.5})
+    first = c.compact(openai_messages())
+    assert "_cache" in c.__dict__
+    twin = sklearn_base.clone(c)
+    assert "_cache" not in twin.__dict__ and twin.scorer is not c.scorer and twin.scorer.k1 == 1.2
+    assert twin.get_params(deep=False).keys() == c.get_params(deep=False).keys()
+    assert twin.retain == {"trim": 0.5} and twin.retain is not c.retain
+    again = twin.compact(openai_messages())
+    assert again.messages == first.messages and again.choices == first.choices
+    assert repr(twin) == repr(c) and repr(twin).startswith("Compactor(")
+
+
+def test_a_session_fast_path_result_equals_a_full_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from salience.selector import session as session_module
+
+    messages = openai_messages()
+    session = make().session(budget=10_000)
+    session.compact(messages[:6])
+    with monkeypatch.context() as m:
+        m.setattr(session_module, "Run", None)  # the fast path builds no Run
+        fast = session.compact(messages)  # only appends, below the trigger
+    full = make().session(budget=10_000).compact(messages)
+    for name in ("messages", "kept", "trimmed", "stubbed", "dropped", "tokens", "budget", "format", "method",
+                 "source_tokens", "system", "over_budget"):
+        assert getattr(fast, name) == getattr(full, name), name
+    assert dict(fast.archive) == dict(full.archive) and dict(fast.choices) == dict(full.choices)
 
 
 def test_profile_fills_defaults_and_explicit_values_win(tmp_path: Path) -> None:

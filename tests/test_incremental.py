@@ -20,7 +20,8 @@ import pytest
 
 from salience.scorer import features as features_module
 from salience.scorer.features import FeatureExtractor
-from salience.selector import compactor as compactor_module
+from salience.selector import options as options_module
+from salience.selector import run as run_module
 from salience.selector.compactor import Compaction, Compactor
 from salience.tokens import TokenCounter
 from salience.transcript import Transcript
@@ -117,7 +118,7 @@ def spy_values(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return original(text, *args, **kwargs)
 
     monkeypatch.setattr(features_module, "extract_values", spy)
-    monkeypatch.setattr(compactor_module, "extract_values", spy)
+    monkeypatch.setattr(options_module, "extract_values", spy)
     return calls
 
 
@@ -250,13 +251,13 @@ def test_compactor_does_new_work_for_the_new_message_only(
     read = spy_reads
     renders = Counter[str]()
     for name in ("trim_text", "stub_text"):
-        real = getattr(compactor_module, name)
+        real = getattr(options_module, name)
 
         def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
             renders[_name] += 1
             return _real(*args, **kw)
 
-        monkeypatch.setattr(compactor_module, name, counted)
+        monkeypatch.setattr(options_module, name, counted)
     counting = Counting()
     scorer: Any = RoleScorer()
     if with_model:
@@ -444,13 +445,13 @@ def test_a_call_that_only_appends_reads_only_the_new_messages(
 ) -> None:
     read = spy_reads
     runs = []
-    real_run = compactor_module._Run.__init__
+    real_run = run_module.Run.__init__
 
     def counting_run(self: Any, *args: Any, **kw: Any) -> None:
         runs.append(1)
         real_run(self, *args, **kw)
 
-    monkeypatch.setattr(compactor_module._Run, "__init__", counting_run)
+    monkeypatch.setattr(run_module.Run, "__init__", counting_run)
     messages = history(300, seed=2)
     session = make().session(budget=10**6)
     session.compact(messages[:200])

@@ -56,7 +56,7 @@ from typing import Any
 
 from salience.errors import SalienceError, TranscriptError, describe
 
-__all__ = ["Entry", "Query", "Role", "ToolCall", "Transcript"]
+__all__ = ["Entry", "Growth", "Query", "Role", "ToolCall", "Transcript"]
 
 
 class Role(enum.StrEnum):
@@ -238,13 +238,23 @@ class Query:
         return hash((self.text, self.evidence, self.at))
 
 
-class _Growth:
+class Growth:
     """What validating a transcript's entries leaves behind, so that a transcript that
     extends them (the same entries first) is validated, and its parents found, for its
-    new entries only: ids seen, calls waiting for their results, calls answered, and
-    each entry's parent (see :meth:`Transcript.parents`).
+    new entries only: ids seen (``seen``: id -> index), calls waiting for their results
+    (``open_calls``), calls answered (``answered``), and each entry's parent
+    (``parents``, see :meth:`Transcript.parents`).
 
-    :meth:`check` mutates the state: after an error, throw it away.
+    ``Growth().check(t.id, t.entries)`` is the state of transcript ``t``;
+    :meth:`Transcript.extended` advances it. :meth:`check` mutates the state: after
+    an error, throw it away.
+
+    >>> from salience.transcript import Entry, Growth, Transcript
+    >>> t = Transcript(id="t", entries=(Entry(id="u", role="user", content="hi"),))
+    >>> growth = Growth().check(t.id, t.entries)
+    >>> longer = t.extended([Entry(id="a", role="assistant", content="hello")], growth)
+    >>> [e.id for e in longer.entries], growth.parents
+    (['u', 'a'], [-1, -1])
     """
 
     __slots__ = ("answered", "open_calls", "parents", "seen")
@@ -255,7 +265,7 @@ class _Growth:
         self.answered: dict[str, int] = {}  # call id -> entry that last answered it
         self.parents: list[int] = []
 
-    def check(self, tid: str, entries: Sequence[Any], start: int = 0) -> _Growth:
+    def check(self, tid: str, entries: Sequence[Any], start: int = 0) -> Growth:
         """Validate ``entries[start:]``, the entries before them having been checked by this state."""
         seen, open_calls, answered, parents = self.seen, self.open_calls, self.answered, self.parents
         for i in range(start, len(entries)):
@@ -344,7 +354,7 @@ class Transcript:
             raise TranscriptError(
                 f"transcript {self.id!r}: field 'domain' must be a str or None (got {_got(self.domain)})"
             )
-        growth = _Growth().check(self.id, entries)
+        growth = Growth().check(self.id, entries)
         object.__setattr__(self, "_parents", tuple(growth.parents))
         seen = growth.seen
         for q, query in enumerate(queries):
@@ -369,11 +379,11 @@ class Transcript:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def _extend(self, entries: Sequence[Entry], growth: _Growth) -> Transcript:
+    def extended(self, entries: Sequence[Entry], growth: Growth) -> Transcript:
         """This transcript with ``entries`` appended, validated for those only.
 
         ``growth`` must be the state that validated this transcript's entries
-        (:class:`_Growth`); it is advanced to the new transcript's (and left half
+        (:class:`Growth`); it is advanced to the new transcript's (and left half
         advanced by an error). Queries are not carried over.
         """
         new = (*self.entries, *entries)
@@ -413,7 +423,7 @@ class Transcript:
         >>> Transcript(id="t", entries=(call(0), result(0), call(1), result(1))).parents()
         [-1, 0, -1, 2]
         """
-        return list(self._parents)  # found while the entries were validated (_Growth)
+        return list(self._parents)  # found while the entries were validated (Growth)
 
     def unanswered_calls(self) -> list[str]:
         """Ids of tool calls that no later tool entry answers, in order."""

@@ -3,7 +3,15 @@
 * :mod:`salience.selector.knapsack`: the pure solver (one option per entry, tool groups atomic).
 * :mod:`salience.selector.masking`: phases and per-domain policies on tool outputs.
 * :mod:`salience.selector.render`: the text of trimmed entries and stubs.
-* :mod:`salience.selector.compactor`: the glue, :class:`Compactor` and its :class:`Compaction`.
+* :mod:`salience.selector.params`: the compactor's parameters, checked, and tuned profiles.
+* :mod:`salience.selector.scoring`: the scorer's scores, checked, and the fallback scorer.
+* :mod:`salience.selector.options`: each entry's options and their costs; tool-group units.
+* :mod:`salience.selector.run`: one run over one transcript: pins, values, solve, assemble.
+* :mod:`salience.selector.result`: :class:`Compaction` and :class:`PrefixReuse`.
+* :mod:`salience.selector.compactor`: :class:`Compactor`, the entry point.
+* :mod:`salience.selector.session`: :class:`CompactionSession`, across an agent loop's calls.
+
+Reading and writing the messages' formats is :mod:`salience.messages.dispatch`'s.
 
 Names load on first use, so importing the package stays cheap.
 """
@@ -14,8 +22,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from salience.selector.compactor import Compaction, CompactionSession, Compactor, PrefixReuse
+    from salience.selector.compactor import Compactor
     from salience.selector.masking import Limit, Option, Phase, PhasePolicy, detect_phase, mask_options
+    from salience.selector.result import Compaction, PrefixReuse
+    from salience.selector.session import CompactionSession
 
 __all__ = [
     "Compaction",
@@ -31,10 +41,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Compaction": "salience.selector.compactor",
-    "CompactionSession": "salience.selector.compactor",
+    "Compaction": "salience.selector.result",
+    "CompactionSession": "salience.selector.session",
     "Compactor": "salience.selector.compactor",
-    "PrefixReuse": "salience.selector.compactor",
+    "PrefixReuse": "salience.selector.result",
     "Limit": "salience.selector.masking",
     "Option": "salience.selector.masking",
     "Phase": "salience.selector.masking",

@@ -1,0 +1,376 @@
+"""Which format a list of messages is in, and the way to and from a Transcript for each.
+
+:meth:`salience.Compactor.compact` reads its input and writes its result through
+this module; the converters themselves live in the format modules (OpenAI chat in
+:mod:`salience.formats.openai`, Anthropic in :mod:`salience.formats.anthropic`,
+LangChain in :mod:`salience.messages.langchain`).
+
+Detection (:func:`detect_format`): a :class:`Transcript` is taken as is. A list of
+LangChain messages (``langchain_core.messages.BaseMessage``) is LangChain's (a list
+mixing them with other items is a :class:`~salience.errors.FormatError`). A list of
+messages is Anthropic's when ``system=`` is passed or a message has list content with
+a ``tool_use``, ``tool_result``, ``thinking``, ``redacted_thinking`` or ``document``
+block, or an ``image`` block with a ``source``; otherwise it is OpenAI's (plain user
+and assistant turns with string content read the same either way). ``format="openai"
+| "anthropic" | "langchain" | "transcript"`` (:data:`FORMATS`) forces the choice
+(``"transcript"``: give a Transcript back whatever came in).
+
+Writing Anthropic messages merges adjacent same-role messages
+(:func:`merge_same_role`): dropping a whole message can leave two user turns side by
+side, which Anthropic's API does not accept.
+
+A :class:`MessageCache` keeps, across calls, the entry read from each OpenAI or
+LangChain message (reused while the same message object, at the same index, still
+equals the copy its entry holds) and each entry's rendering (callers get copies), so a
+call after one new message reads and renders that message alone.
+
+>>> detect_format([{"role": "user", "content": "hi"}])
+'openai'
+>>> transcript, fmt = to_transcript([{"role": "user", "content": "hi"}], system="Be brief.", format=None)
+>>> fmt, [e.role for e in transcript.entries]
+('anthropic', ['system', 'user'])
+>>> render(transcript, fmt)
+([{'role': 'user', 'content': 'hi'}], 'Be brief.')
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from salience.errors import FormatError, describe
+from salience.transcript import Entry, Transcript
+
+__all__ = [
+    "FORMATS",
+    "MEMO_SIZE",
+    "IdCache",
+    "MessageCache",
+    "copy_json",
+    "copy_langchain",
+    "detect_format",
+    "is_langchain_list",
+    "is_openai_message",
+    "merge_same_role",
+    "reader",
+    "render",
+    "renderer",
+    "same_format",
+    "to_transcript",
+]
+
+#: Message formats :meth:`salience.Compactor.compact` reads and writes.
+FORMATS: tuple[str, ...] = ("openai", "anthropic", "langchain", "transcript")
+#: How many items each of a compactor's caches keeps (the oldest go first).
+MEMO_SIZE = 50_000
+
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
+_OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
+
+_got = describe
+
+
+# -- detection ------------------------------------------------------------------------------
+
+
+def _is_anthropic_message(m: Any) -> bool:
+    content = m.get("content") if isinstance(m, Mapping) else None
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if isinstance(block, Mapping):
+            kind = block.get("type")
+            if kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in block):
+                return True
+    return False
+
+
+def is_openai_message(m: Any) -> bool:
+    """Whether ``m`` can only be an OpenAI message (a system, developer, tool or function role, or tool-call keys)."""
+    return isinstance(m, Mapping) and (m.get("role") in _OPENAI_ROLES or "tool_calls" in m or "tool_call_id" in m)
+
+
+def detect_format(messages: Any, *, system: Any = None) -> str:
+    """``"transcript"``, ``"langchain"``, ``"anthropic"`` or ``"openai"`` for ``messages`` (rules in the module doc).
+
+    >>> detect_format([{"role": "user", "content": "hi"}])
+    'openai'
+    >>> detect_format([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}])
+    'anthropic'
+    """
+    if isinstance(messages, Transcript):
+        return "transcript"
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise FormatError(f"messages must be a Transcript or a list of message mappings (got {_got(messages)})")
+    if is_langchain_list(messages):
+        return "langchain"
+    anthropic = system is not None or any(_is_anthropic_message(m) for m in messages)
+    if anthropic:
+        clash = next((i for i, m in enumerate(messages) if is_openai_message(m)), None)
+        if clash is not None:
+            why = "system= was passed" if system is not None else "some messages have Anthropic content blocks"
+            raise FormatError(f"messages mix formats: {why}, but message {clash} is OpenAI-style "
+                              f"(role {messages[clash].get('role')!r}); pass format='openai' or 'anthropic' to choose")
+        return "anthropic"
+    return "openai"
+
+
+def _langchain_base() -> Any:
+    """LangChain's ``BaseMessage`` class if LangChain is loaded (no LangChain message can exist otherwise)."""
+    module = sys.modules.get("langchain_core.messages.base")
+    return getattr(module, "BaseMessage", None)
+
+
+def is_langchain_list(messages: Sequence[Any]) -> bool:
+    """True for a list of LangChain messages; a list mixing them with other items is a ``FormatError``."""
+    base = _langchain_base()
+    if base is None or not any(isinstance(m, base) for m in messages):
+        return False
+    other = next((i for i, m in enumerate(messages) if not isinstance(m, base)), None)
+    if other is not None:
+        first = next(i for i, m in enumerate(messages) if isinstance(m, base))
+        raise FormatError(f"messages mix formats: message {first} is a LangChain message, but message {other} is "
+                          f"{_got(messages[other])}; convert them all to one format")
+    return True
+
+
+def same_format(messages: Sequence[Any], fmt: str) -> bool:
+    """Whether ``messages``, appended to a history in ``fmt``, leave it in that format."""
+    if fmt == "anthropic":
+        return not is_langchain_list(messages) and not any(is_openai_message(m) for m in messages)
+    return detect_format(messages) == fmt
+
+
+# -- one message, one entry: OpenAI and LangChain ------------------------------------------------
+
+
+def reader(fmt: str) -> tuple[Any, str]:
+    """(read one message as an entry, the entry meta key holding the message's copy) for
+    ``fmt`` (``"openai"`` or ``"langchain"``)."""
+    if fmt == "openai":
+        from salience.formats.openai import KEY, entry_from_openai
+
+        return entry_from_openai, KEY
+    from salience.messages.langchain import KEY as LC_KEY
+    from salience.messages.langchain import entry_from_langchain
+
+    return entry_from_langchain, LC_KEY
+
+
+def renderer(fmt: str) -> Any:
+    """Render an entry as a message in ``fmt`` (``"openai"`` or ``"langchain"``)."""
+    if fmt == "openai":
+        from salience.formats.openai import entry_to_openai
+
+        return entry_to_openai
+    from salience.messages.langchain import entry_to_langchain
+
+    return entry_to_langchain
+
+
+class IdCache:
+    """Values by object, at most ``size`` of them (when full, the oldest tenth go).
+
+    Keys are object ids; each value is kept with its object, so an id is never reused
+    while cached and :meth:`get` only answers for the very object. :meth:`put` is
+    thread-safe.
+    """
+
+    __slots__ = ("_lock", "_store", "size")
+
+    def __init__(self, size: int = MEMO_SIZE) -> None:
+        self.size = size
+        self._store: dict[int, tuple[Any, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, obj: Any) -> Any:
+        """The value cached for ``obj``, or None."""
+        hit = self._store.get(id(obj))
+        return hit[1] if hit is not None and hit[0] is obj else None
+
+    def put(self, obj: Any, value: Any) -> None:
+        store = self._store
+        with self._lock:
+            store[id(obj)] = (obj, value)
+            if len(store) > self.size:  # drop the oldest tenth
+                for old in list(itertools.islice(store, self.size // 10)):
+                    store.pop(old, None)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+class MessageCache:
+    """What the format layer keeps between calls (see the module doc):
+
+    * ``read``: message object -> ``(index, format, entry)`` (see :meth:`entry`);
+    * ``rendered``: entry object -> its message in the output format (see :meth:`rendering`).
+
+    Entries are immutable, so a rendering cached for the same entry object is always right.
+    """
+
+    __slots__ = ("read", "rendered")
+
+    def __init__(self, size: int = MEMO_SIZE) -> None:
+        self.read = IdCache(size)
+        self.rendered = IdCache(size)
+
+    def entry(self, message: Any, index: int, fmt: str, snapshot: Callable[[Entry], Any]) -> Entry | None:
+        """The entry read before from ``message`` at ``index`` in ``fmt``, if the message
+        still equals the copy its entry kept (``snapshot(entry)``), else None."""
+        hit = self.read.get(message)
+        if hit is not None and hit[0] == index and hit[1] == fmt:
+            entry: Entry = hit[2]
+            if message == snapshot(entry):
+                return entry
+        return None
+
+    def remember(self, message: Any, index: int, fmt: str, entry: Entry) -> None:
+        """Keep ``entry`` as what ``message`` at ``index`` in ``fmt`` reads as."""
+        self.read.put(message, (index, fmt, entry))
+
+    def rendering(self, entry: Entry, render: Callable[[Entry], Any]) -> Any:
+        """``render(entry)``, cached per entry object (do not hand the result out: copy it)."""
+        message = self.rendered.get(entry)
+        if message is None:
+            message = render(entry)
+            self.rendered.put(entry, message)
+        return message
+
+
+def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Transcript:
+    """``Transcript`` of ``messages`` in a one-message-one-entry format, reusing the entries of
+    messages seen before: a hit needs the same message object, at the same index, still equal
+    to the copy its entry kept (so a message changed in place is read again)."""
+    read, key = reader(fmt)
+
+    def snapshot(e: Entry) -> Any:
+        return e.meta[key]["message"]
+
+    entries: list[Entry] = []
+    for i, m in enumerate(messages):
+        entry = cache.entry(m, i, fmt, snapshot)
+        if entry is None:
+            entry = read(m, i, transcript_id="transcript")
+            cache.remember(m, i, fmt, entry)
+        entries.append(entry)
+    return Transcript(id="transcript", entries=tuple(entries))
+
+
+# -- both ways --------------------------------------------------------------------------------
+
+
+def to_transcript(
+    messages: Any, *, system: Any, format: str | None, cache: MessageCache | None = None
+) -> tuple[Transcript, str]:
+    """(``messages`` as a Transcript, the format to answer in); ``format`` forces it (module doc)."""
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(repr(f) for f in FORMATS)} or None (got {_got(format)})")
+    if isinstance(messages, Transcript):
+        if system is not None:
+            raise ValueError("system= is only for Anthropic message lists; a Transcript carries its system entry")
+        return messages, format or "transcript"
+    if format is None or format == "transcript":
+        fmt = detect_format(messages, system=system)
+    else:
+        fmt = format
+    if fmt == "langchain" and format == "langchain":
+        base = _langchain_base()
+        other = next((i for i, m in enumerate(messages) if base is None or not isinstance(m, base)), None)
+        if other is not None or isinstance(messages, (str, bytes, Mapping)):
+            raise ValueError(
+                "format must be one of 'openai', 'anthropic', 'transcript' or None for these messages: 'langchain' "
+                f"needs LangChain messages (got {_got(messages if other is None else messages[other])}"
+                f"{'' if other is None else f' as message {other}'})"
+            )
+    if fmt in ("openai", "langchain") and system is not None:
+        where = "OpenAI" if fmt == "openai" else "LangChain"
+        raise ValueError(
+            f"system= is only for Anthropic messages; {where} messages carry the system prompt in the list"
+        )
+    if fmt in ("openai", "langchain") and cache is not None and isinstance(messages, (list, tuple)):
+        source = _convert_each(messages, cache, fmt)
+    elif fmt == "openai":
+        source = Transcript.from_openai(messages)
+    elif fmt == "langchain":
+        from salience.messages.langchain import from_langchain
+
+        source = from_langchain(messages)
+    else:
+        source = Transcript.from_anthropic(messages, system=system)
+    return source, format or fmt
+
+
+def render(transcript: Transcript, fmt: str, cache: MessageCache | None = None) -> tuple[Any, Any]:
+    """(messages, system) of ``transcript`` in ``fmt``; ``cache`` keeps each entry's rendering
+    (the caller gets copies)."""
+    if fmt in ("openai", "langchain") and cache is not None:
+        render_one = renderer(fmt)
+        copy_message = copy_json if fmt == "openai" else copy_langchain
+        return [copy_message(cache.rendering(e, render_one)) for e in transcript.entries], None
+    if fmt == "openai":
+        return transcript.to_openai(), None
+    if fmt == "langchain":
+        from salience.messages.langchain import to_langchain
+
+        return to_langchain(transcript), None
+    if fmt == "anthropic":
+        return merge_same_role(transcript.to_anthropic()), transcript.anthropic_system()
+    return transcript, None
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like ``value`` (dicts, lists, atoms), faster than ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else copy_json(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else copy_json(v) for v in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
+
+
+def copy_langchain(message: Any) -> Any:
+    """A deep copy of a LangChain message."""
+    return message.model_copy(deep=True)
+
+
+# -- Anthropic ---------------------------------------------------------------------------------
+
+
+def merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic messages with adjacent same-role messages merged into one.
+
+    Dropping a whole message can leave two user (or two assistant) messages side by
+    side, which Anthropic's API does not accept as given. Their content blocks are
+    joined (a string becomes a text block), ``tool_result`` blocks first as the API
+    requires; the first message's other keys are kept.
+
+    >>> merge_same_role([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    [{'role': 'user', 'content': [{'type': 'text', 'text': 'a'}, {'type': 'text', 'text': 'b'}]}]
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if out and out[-1].get("role") == message.get("role"):
+            prev = out[-1]
+            blocks = _as_blocks(prev.get("content")) + _as_blocks(message.get("content"))
+            results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+            others = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+            prev["content"] = results + others
+        else:
+            out.append(message)
+    return out
+
+
+def _as_blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content or [])

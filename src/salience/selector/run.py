@@ -1,0 +1,306 @@
+"""One run over one transcript: the knapsack problem of a compaction, solved and assembled.
+
+A :class:`Run` holds what :meth:`Compactor.compact
+<salience.selector.compactor.Compactor.compact>` works out about one input:
+
+1. each entry's options (:mod:`salience.selector.options`): whole (capped to
+   ``max_entry_tokens``), trimmed, stubbed, dropped, and their token costs;
+2. the scores (:mod:`salience.selector.scoring`) and the pins: the system prompt
+   (``pin_system``), the last user turn (``pin_last_user``), the last ``pin_last``
+   entries, and entries scored at least ``critical``, highest score first, as long as
+   the pins still fit the budget (so a generous scorer never causes a
+   :class:`~salience.errors.BudgetError` on its own);
+3. phase masking (:mod:`salience.selector.masking`) of the other tool entries, with the
+   ``policy`` (else the transcript's domain default) and the ``phase`` (else
+   :func:`~salience.selector.masking.detect_phase`);
+4. values ``(score + eps_i) * retain[option]`` (``retain``: FULL 1.0, TRIM 0.6, STUB
+   0.15 by default; a trimmed or stubbed form's worth counts the share of the entry's
+   values it keeps for :data:`VALUE_WEIGHT`; ``eps_i = EPSILON * (i + 1) / n`` so that
+   ties go to the recent entries) in a :class:`Problem`;
+5. :func:`salience.selector.knapsack.solve` picks one option per entry, tool groups
+   atomic (a call is kept, in any form, iff its results are), and :meth:`Run.assemble`
+   renders the choice back in the caller's format as a
+   :class:`~salience.selector.result.Compaction`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from salience.errors import BudgetError
+from salience.messages.dispatch import MessageCache, render
+from salience.selector import knapsack
+from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options, tool_names
+from salience.selector.options import OptionsCache, entry_options, min_cost, unit_min, units, work_out
+from salience.selector.params import Config
+from salience.selector.result import Compaction, Ledger
+from salience.selector.scoring import checked_scores
+from salience.transcript import Entry, Transcript
+
+__all__ = ["EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
+
+#: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
+#: that form's worth (the rest is ``retain``).
+VALUE_WEIGHT = 0.5
+#: Recency tie-breaker added to scores (scaled by position, at most this much).
+EPSILON = 1e-3
+
+_FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A run's knapsack problem for one budget: costs, values and allowed options per entry."""
+
+    costs: np.ndarray
+    values: np.ndarray
+    allowed: np.ndarray
+    scores: np.ndarray
+    phase: Phase
+    pins: int
+
+
+class Run:
+    """Everything :meth:`Compactor.compact` works out about one input transcript.
+
+    With the compactor's caches, per-entry work (token counts, capped, trimmed and
+    stubbed forms: ``options``) and renderings (``messages``) are looked up for entries
+    seen in earlier calls.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        source: Transcript,
+        fmt: str,
+        *,
+        options: OptionsCache | None = None,
+        messages: MessageCache | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.source = source
+        self.fmt = fmt
+        self.messages = messages
+        self.n = n = len(source.entries)
+        self.parent = np.asarray(source.parents(), dtype=np.int64).reshape(n)
+        self.units, self.unit_of = units(self.parent)
+        self.names = tool_names(source)
+        if options is not None:
+            options.check(cfg)
+        self.opts = [entry_options(cfg, options, e, name) for e, name in zip(source.entries, self.names)]
+        self.src_cost = [o.src_cost for o in self.opts]
+        self.full: list[Entry] = [o.full for o in self.opts]
+        self.pretrimmed: set[int] = {i for i, o in enumerate(self.opts) if o.full is not o.entry}
+        self.full_cost = [o.full_cost for o in self.opts]
+        self._renders: list[list[Entry | None]] | None = None
+        self._costs: np.ndarray | None = None
+        self._available: np.ndarray | None = None
+        self._cover: np.ndarray | None = None  # (n, 4): share of values each form keeps, -1 if none
+        self._scores: dict[str | None, np.ndarray] = {}
+
+    # -- renderings -----------------------------------------------------------
+    def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
+        """Per entry: the FULL, TRIM, STUB renderings (None if not offered), their costs, availability."""
+        if self._renders is not None:
+            assert self._costs is not None and self._available is not None
+            return self._renders, self._costs, self._available
+        n = self.n
+        for o in self.opts:
+            if not o.done:
+                work_out(self.cfg, o)
+        opts = self.opts
+        costs = np.zeros((n, 4), dtype=np.int64)
+        available = np.zeros((n, 4), dtype=bool)
+        if n:
+            costs[:, _FULL] = self.full_cost
+            costs[:, _TRIM] = [o.trim_cost for o in opts]
+            costs[:, _STUB] = [o.stub_cost for o in opts]
+            available[:, _FULL] = True
+            available[:, _DROP] = True
+            available[:, _TRIM] = [o.trim is not None for o in opts]
+            available[:, _STUB] = [o.stub is not None for o in opts]
+        cover = np.full((n, 4), -1.0)
+        if n:
+            cover[:, _TRIM] = [o.trim_cover for o in opts]
+            cover[:, _STUB] = [o.stub_cover for o in opts]
+        self._cover = cover
+        renders: list[list[Entry | None]] = [[o.full, o.trim, o.stub] for o in opts]
+        self._renders, self._costs, self._available = renders, costs, available
+        return renders, costs, available
+
+    # -- scoring, pins ------------------------------------------------------
+    def scores(self, query: str | None) -> np.ndarray:
+        if query not in self._scores:
+            self._scores[query] = checked_scores(self.cfg.scorer, self.source, query)
+        return self._scores[query]
+
+    def pins(self) -> np.ndarray:
+        cfg, entries = self.cfg, self.source.entries
+        pins = np.zeros(self.n, dtype=bool)
+        if cfg.pin_system:
+            pins |= np.array([e.role == "system" for e in entries], dtype=bool)
+        if cfg.pin_last_user:
+            users = [i for i, e in enumerate(entries) if e.role == "user"]
+            if users:
+                pins[users[-1]] = True
+        if cfg.pin_last:
+            pins[max(0, self.n - cfg.pin_last):] = True
+        return pins
+
+    def policy(self) -> PhasePolicy:
+        return self.cfg.policy if self.cfg.policy is not None else PhasePolicy.for_domain(self.source.domain)
+
+    # -- the problem ----------------------------------------------------------
+    def problem(
+        self,
+        budget: int,
+        *,
+        query: str | None,
+        phase: Phase | str | None,
+        fixed: Mapping[int, tuple[int, Entry | None]] | None = None,
+    ) -> Problem:
+        """Costs, values and allowed options for ``budget``; ``fixed`` entries get exactly their option."""
+        cfg = self.cfg
+        _, base_costs, available = self.options()
+        costs = base_costs.copy()
+        allowed = available.copy()
+        fixed = fixed or {}
+        for i, (opt, entry) in fixed.items():
+            allowed[i] = False
+            allowed[i, opt] = True
+            if entry is not None:
+                costs[i, opt] = cfg.counter.count_entry(entry)
+        scores = self.scores(query)
+        pins = self.pins()
+        for i in fixed:
+            pins[i] = False
+        allowed[pins] = np.array([True, False, False, False])
+        if self.fmt == "anthropic":
+            # Anthropic wants the first message from the user: the first user turn may
+            # be trimmed or stubbed, never dropped.
+            first = next((i for i, e in enumerate(self.source.entries) if e.role != "system"), None)
+            if (
+                first is not None
+                and first not in fixed
+                and self.source.entries[first].role == "user"
+                and allowed[first, :_DROP].any()
+            ):
+                allowed[first, _DROP] = False
+        exempt = pins.copy()
+        for i in fixed:
+            exempt[i] = True
+        if cfg.critical is not None:
+            unit_cost = [unit_min(costs, allowed, u) for u in self.units]
+            total = sum(unit_cost)
+            order = sorted((i for i in range(self.n) if scores[i] >= cfg.critical and not exempt[i]),
+                           key=lambda i: (-scores[i], -i))
+            for i in order:
+                row = allowed[i].copy()
+                allowed[i] = np.array([True, False, False, False])
+                u = int(self.unit_of[i])
+                new = unit_min(costs, allowed, self.units[u])
+                if total - unit_cost[u] + new <= budget:
+                    total += new - unit_cost[u]
+                    unit_cost[u] = new
+                    exempt[i] = True
+                else:
+                    allowed[i] = row
+        policy = self.policy()
+        ph = policy.check_phase(phase) if phase is not None else detect_phase(self.source, policy)
+        allowed = mask_options(self.source, policy, ph, allowed=allowed, costs=costs, scores=scores,
+                               budget=budget, exempt=exempt)
+        retain = np.tile(np.asarray(cfg.retain, dtype=float), (self.n, 1))
+        # A trimmed or stubbed entry keeps some of its values (ids, numbers, paths) in
+        # sight; what the next steps reuse are those values, so the share it keeps
+        # counts for half of what the form is worth.
+        assert self._cover is not None  # set by options() above
+        known = self._cover >= 0
+        retain[known] = (1 - VALUE_WEIGHT) * retain[known] + VALUE_WEIGHT * self._cover[known]
+        retain[:, _TRIM] = np.maximum(retain[:, _TRIM], retain[:, _STUB])
+        eps = EPSILON * (np.arange(self.n) + 1) / max(self.n, 1)
+        values = (scores + eps)[:, None] * retain
+        return Problem(costs=costs, values=values, allowed=allowed, scores=scores, phase=ph, pins=int(pins.sum()))
+
+    def min_cost(self, allowed: np.ndarray, costs: np.ndarray) -> float:
+        return min_cost(costs, allowed, self.units)
+
+    def solve(self, prob: Problem, budget: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, str, bool]:
+        """(choices, method, over_budget); raises :class:`BudgetError` per ``on_over_budget``."""
+        allowed = prob.allowed if allowed is None else allowed
+        kwargs = dict(allowed=allowed, parent=self.parent, method=self.cfg.solver)
+        try:
+            sol = knapsack.solve(prob.costs, prob.values, budget, **kwargs)  # type: ignore[arg-type]
+            return np.asarray(sol.choices, dtype=np.int64), sol.method, False
+        except knapsack.InfeasibleError as exc:
+            required = exc.min_cost
+            if required is None or self.cfg.on_over_budget == "raise":
+                raise self._budget_error(budget, required, prob.pins) from None
+            sol = knapsack.solve(prob.costs, prob.values, required, **kwargs)  # type: ignore[arg-type]
+            return np.asarray(sol.choices, dtype=np.int64), sol.method, True
+
+    def _budget_error(self, budget: int, required: int | None, pins: int) -> BudgetError:
+        cfg = self.cfg
+        what = []
+        if cfg.pin_system:
+            what.append("system prompt")
+        if cfg.pin_last_user:
+            what.append("last user turn")
+        if cfg.pin_last:
+            what.append(f"last {cfg.pin_last} entries")
+        need = f"need {required} tokens" if required is not None else "cannot all be kept with their tool groups"
+        err = BudgetError(
+            f"budget of {budget} tokens is too small for transcript {self.source.id!r}: its {pins} pinned entries "
+            f"({', '.join(what) or 'none'}) {need}, counting the tool calls and results that must stay beside them; "
+            "raise the budget, pin fewer entries (pin_last, pin_system, pin_last_user), or pass "
+            "on_over_budget='keep_pins'",
+            budget=budget,
+            required=required or 0,
+        )
+        err.pins = pins  # type: ignore[attr-defined]
+        return err
+
+    # -- the result -----------------------------------------------------------
+    def assemble(
+        self,
+        choices: np.ndarray,
+        *,
+        budget: int,
+        scores: np.ndarray | None,
+        phase: Phase | None,
+        method: str,
+        over_budget: bool = False,
+        fixed: Mapping[int, tuple[int, Entry | None]] | None = None,
+    ) -> Compaction:
+        fixed = fixed or {}
+        entries: list[Entry] = []
+        ledger = Ledger()
+        tokens = 0
+        counter = self.cfg.counter
+        for i, src in enumerate(self.source.entries):
+            c = int(choices[i])
+            if c == _DROP:
+                ledger.record(src, c, None)
+                continue
+            if i in fixed and fixed[i][1] is not None:
+                entry = fixed[i][1]
+            elif c == _FULL:
+                entry = self.full[i]
+            else:
+                renders, _, _ = self.options()
+                entry = renders[i][c]
+            assert entry is not None, (i, c)
+            entries.append(entry)
+            tokens += self.full_cost[i] if entry is self.full[i] else counter.count_entry(entry)
+            ledger.record(src, c, entry)
+        transcript = Transcript(id=self.source.id, entries=tuple(entries), domain=self.source.domain,
+                                meta=self.source.meta)
+        messages, system = render(transcript, self.fmt, self.messages)
+        return ledger.compaction(messages=messages, system=system, fmt=self.fmt, transcript=transcript,
+                                 source=self.source, tokens=tokens, source_tokens=sum(self.src_cost), budget=budget,
+                                 method=method, scores=scores, phase=phase, over_budget=over_budget)
+
+    def full_choices(self) -> np.ndarray:
+        return np.zeros(self.n, dtype=np.int64)
