@@ -2,7 +2,7 @@
 
 :meth:`salience.Compactor.compact` reads its input and writes its result through
 this module; the converters themselves live in the format modules (OpenAI chat in
-:mod:`salience.formats.openai`, Anthropic in :mod:`salience.formats.anthropic`,
+:mod:`salience.messages.openai`, Anthropic in :mod:`salience.messages.anthropic`,
 LangChain in :mod:`salience.messages.langchain`).
 
 Detection (:func:`detect_format`): a :class:`Transcript` is taken as is. A list of
@@ -152,7 +152,7 @@ def reader(fmt: str) -> tuple[Any, str]:
     """(read one message as an entry, the entry meta key holding the message's copy) for
     ``fmt`` (``"openai"`` or ``"langchain"``)."""
     if fmt == "openai":
-        from salience.formats.openai import KEY, entry_from_openai
+        from salience.messages.openai import KEY, entry_from_openai
 
         return entry_from_openai, KEY
     from salience.messages.langchain import KEY as LC_KEY
@@ -164,7 +164,7 @@ def reader(fmt: str) -> tuple[Any, str]:
 def renderer(fmt: str) -> Any:
     """Render an entry as a message in ``fmt`` (``"openai"`` or ``"langchain"``)."""
     if fmt == "openai":
-        from salience.formats.openai import entry_to_openai
+        from salience.messages.openai import entry_to_openai
 
         return entry_to_openai
     from salience.messages.langchain import entry_to_langchain

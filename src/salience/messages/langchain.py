@@ -66,7 +66,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     raise ImportError('salience.messages.langchain needs langchain-core: pip install "salience[langchain]"') from exc
 
 from salience.errors import TranscriptError, describe
-from salience.formats.openai import message_where
+from salience.messages.openai import message_where
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
 __all__ = [

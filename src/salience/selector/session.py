@@ -216,7 +216,7 @@ class CompactionSession:
                 return None
             read_entries: list[Entry] = []
             if fmt == "anthropic":
-                from salience.formats.anthropic import source_messages
+                from salience.messages.anthropic import source_messages
 
                 assert tail.reader is not None
                 for i, message in enumerate(new, m):
@@ -266,7 +266,7 @@ class CompactionSession:
             handed, internal = tail.handed, tail.internal
             copy_message = copy_json if fmt != "langchain" else copy_langchain
             if fmt == "anthropic":
-                from salience.formats.anthropic import render_appended
+                from salience.messages.anthropic import render_appended
 
                 rendered = render_appended(out)
                 roles = [m.get("role") for m in internal[-1:] + (rendered or [])]
@@ -422,7 +422,7 @@ class _Tail:
         elif format not in (None, fmt) or not isinstance(messages, (list, tuple)):
             return None
         elif fmt == "anthropic":
-            from salience.formats.anthropic import Reader, source_messages
+            from salience.messages.anthropic import Reader, source_messages
 
             snaps = source_messages(source.entries)
             anthropic_reader = Reader.after(source)
