@@ -1,4 +1,4 @@
-"""Tests for the recall benchmarks (salience.training.bench) and ``salience bench``."""
+"""Tests for the recall benchmarks (salience.bench), the held-out split and ``salience bench``."""
 
 from __future__ import annotations
 
@@ -12,12 +12,7 @@ import pytest
 
 from conftest import SAMPLES, shared_path
 from salience import save_transcripts
-from salience.cli import main
-from salience.scorer.baselines import KeywordScorer, OracleScorer, RandomScorer, RecencyScorer
-from salience.scorer.labels import step_references
-from salience.tokens import TokenCounter
-from salience.training import bench
-from salience.training.bench import (
+from salience.bench import (
     CLEARED,
     OMITTED,
     BenchReport,
@@ -31,8 +26,13 @@ from salience.training.bench import (
     recency_selector,
     reference_recall,
     run_benchmark,
-    split_transcripts,
 )
+from salience.cli import main
+from salience.scorer.baselines import KeywordScorer, OracleScorer, RandomScorer, RecencyScorer
+from salience.scorer.labels import step_references
+from salience.tokens import TokenCounter
+from salience.training import bench
+from salience.training.split import split_transcripts
 from salience.transcript import Entry, Query, Transcript
 
 WORDS = TokenCounter(lambda text: len(text.split()))
@@ -557,10 +557,15 @@ def test_cli_bench_logs_models_uri(data_file: Path, monkeypatch, capsys) -> None
     assert logged == []
 
 
-def test_bench_module_has_no_print() -> None:
+@pytest.mark.parametrize("module", ["salience.training.bench", "salience.bench", "salience.bench.metrics",
+                                    "salience.bench.selectors", "salience.bench.report", "salience.bench.runner",
+                                    "salience.training.split"])
+def test_bench_module_has_no_print(module: str) -> None:
+    import importlib
     import inspect
 
-    assert "print(" not in inspect.getsource(bench).replace("console.print(", "")
+    assert importlib.import_module("salience.training.bench") is bench
+    assert "print(" not in inspect.getsource(importlib.import_module(module)).replace("console.print(", "")
 
 
 # --------------------------------------------------------------------------

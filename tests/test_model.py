@@ -139,9 +139,10 @@ def test_not_a_scorer_file(tmp_path: Path, content: bytes) -> None:
 
 @pytest.mark.shared
 def test_learns_hindsight_labels_better_than_recency() -> None:
+    from salience.bench.metrics import hindsight_auc
     from salience.scorer.baselines import RecencyScorer
     from salience.scorer.labels import label
-    from salience.training.bench import hindsight_auc, split_transcripts
+    from salience.training.split import split_transcripts
 
     runs = [label(t) for t in load_transcripts(shared_path("tau-bench-airline"))]
     train, test = split_transcripts(runs, 0.3, seed=0)

@@ -12,13 +12,13 @@ import pytest
 
 from conftest import SAMPLES
 from salience import load_transcripts
+from salience.bench import BENCH_COMPACTOR_PARAMS, reference_recall
 from salience.cli import main
 from salience.errors import SalienceError, ScorerError
 from salience.scorer.baselines import KeywordScorer, RecencyScorer
 from salience.selector.compactor import Compactor
 from salience.selector.masking import Phase
 from salience.tokens import default_counter
-from salience.training.bench import BENCH_COMPACTOR_PARAMS, reference_recall
 from salience.training.tune import (
     DEFAULT_PARAMS,
     SEARCH_SPACE,
@@ -120,7 +120,7 @@ def test_over_budget_pins_score_zero() -> None:
 
 
 def test_matches_reference_recall_of_compactor_selector() -> None:
-    from salience.training.bench import compactor_selector
+    from salience.bench.selectors import compactor_selector
 
     runs = [agent(k) for k in range(3)]
     result = tune_profile(runs, KeywordScorer(), trials=6, folds=1, seed=2)

@@ -4,7 +4,7 @@
 
 1. transcripts without labels or queries get hindsight labels
    (:func:`salience.scorer.labels.label`), so raw agent logs train as they are;
-2. a held-out split by task or transcript (:func:`~salience.training.bench.split_transcripts`)
+2. a held-out split by task or transcript (:func:`~salience.training.split.split_transcripts`)
    that training never sees;
 3. the scorer is fitted on the rest; the grouped out-of-fold predictions that calibrate
    it also give its cross-validated ROC AUC, average precision and Brier score;
@@ -43,7 +43,7 @@ class TrainReport:
     n_test: int
     labeled: int
     cv_metrics: dict[str, float] = field(default_factory=dict)
-    bench: Any = None  # a salience.training.bench.BenchReport, or None
+    bench: Any = None  # a salience.bench.BenchReport, or None
     hindsight: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -102,7 +102,9 @@ def train_scorer(
     ``test_split`` is the held-out share of groups (0 keeps everything for training
     and skips the benchmark). ``progress(stage, done, total)`` is called as work goes.
     """
-    from salience.training.bench import DEFAULT_BASELINES, hindsight_auc, run_benchmark, split_transcripts
+    from salience.bench.metrics import hindsight_auc
+    from salience.bench.runner import DEFAULT_BASELINES, run_benchmark
+    from salience.training.split import split_transcripts
 
     started = time.perf_counter()
     note = progress or (lambda stage, done, total: None)

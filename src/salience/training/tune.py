@@ -10,8 +10,8 @@ Objective
 Recall at ``target`` (a share of the history's tokens), measured through the
 Compactor itself:
 
-* ``"reference"`` (agent reference recall, :func:`salience.training.bench.reference_recall`'s
-  definition, with :func:`~salience.training.bench.compactor_selector`): at each
+* ``"reference"`` (agent reference recall, :func:`salience.bench.metrics.reference_recall`'s
+  definition, with :func:`~salience.bench.selectors.compactor_selector`): at each
   assistant step, the history before it is compacted to its system tokens plus
   ``target`` times its other tokens; recall is the share of the step's references (values
   it uses that first appeared in an earlier non-system entry) still visible, pooled over
@@ -31,7 +31,7 @@ meeting the budget.
 Cross-validation
 ----------------
 The transcripts that have something to measure are grouped by
-:func:`~salience.training.bench.group_key` (a tau-bench task's trials stay together)
+:func:`~salience.training.split.group_key` (a tau-bench task's trials stay together)
 and the groups dealt into ``folds`` folds (at most one per group), in an order fixed by
 a hash of ``seed`` and the group key, each to the fold with the fewest steps so far.
 Every candidate is scored on every fold; the chosen one has the best mean over folds
@@ -48,7 +48,7 @@ Search space
 :data:`SEARCH_SPACE` (random search; a drawn parameter takes one of its values
 uniformly; duplicates are redrawn). Candidate 0 is always the Compactor's defaults
 (:data:`DEFAULT_PARAMS`); candidate 1 (with ``trials >= 2``) the pins ``salience bench``
-uses (:data:`~salience.training.bench.BENCH_COMPACTOR_PARAMS`: only the system prompt
+uses (:data:`~salience.bench.selectors.BENCH_COMPACTOR_PARAMS`: only the system prompt
 pinned); the rest are drawn in turn as a fresh draw of every parameter, the bench
 candidate with one or two parameters redrawn, and the defaults with one or two
 redrawn (:func:`sample_candidates`). ``pin_last_user`` is searched too: at tight ratios
@@ -405,7 +405,7 @@ def sample_candidates(trials: int, seed: int = 0) -> list[tuple[str, dict[str, A
     >>> sample_candidates(1)[0][1] == dict(DEFAULT_PARAMS) | {"retain": dict(DEFAULT_PARAMS["retain"])}
     True
     """
-    from salience.training.bench import BENCH_COMPACTOR_PARAMS
+    from salience.bench.selectors import BENCH_COMPACTOR_PARAMS
 
     _check_int("trials", trials, 1)
     default = _plain(DEFAULT_PARAMS)
@@ -457,7 +457,7 @@ class _MemoScorer:
 
 
 class _StrictSelector:
-    """:func:`~salience.training.bench.compactor_selector` with every tuned parameter set and
+    """:func:`~salience.bench.selectors.compactor_selector` with every tuned parameter set and
     ``on_over_budget="raise"``: where the pins alone exceed the budget, only the system
     entries stay (the step scores 0) and ``over`` counts it."""
 
@@ -606,7 +606,8 @@ def tune_profile(
             no query lists evidence), or the chosen ``metric`` has no data.
         ScorerError: the scorer's scores are malformed.
     """
-    from salience.training.bench import _reference_curve, _reference_plan, group_key
+    from salience.bench.metrics import reference_curve, reference_plan
+    from salience.training.split import group_key
 
     started = time.perf_counter()
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < float(target) <= 1.0:
@@ -639,7 +640,7 @@ def tune_profile(
     per_transcript = None if max_steps is None else max(2, math.ceil(max_steps * folds / len(items)))
     units: list[list[Any]]
     if kind == "reference":
-        units = [list(steps) for steps in _reference_plan(items, per_transcript, tc)]
+        units = [list(steps) for steps in reference_plan(items, per_transcript, tc)]
     else:
         units = [_spread(_query_units(t, tc), per_transcript) for t in items]
     note("finding steps", len(items), len(items))
@@ -680,7 +681,7 @@ def tune_profile(
         for u in fold_units:
             selector = _StrictSelector(memo, tc, params)
             if kind == "reference":
-                curve = _reference_curve(selector, [[s] for s in u], (target,), tc, tick)
+                curve = reference_curve(selector, [[s] for s in u], (target,), tc, tick)
                 recalls.append(float(curve.recall[0]))
             else:
                 recalls.append(_evidence_fold(selector, u, target, tick))
