@@ -41,6 +41,7 @@ from salience._threads import one_thread
 from salience._version import __version__
 from salience.errors import NotFittedError, ScorerError
 from salience.scorer.features import BASE_FEATURES, QUERY_FEATURES, FeatureExtractor
+from salience.scorer.loaders import load_uri
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -427,18 +428,19 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
     def load(cls, path_or_uri: str | os.PathLike[str]) -> ImportanceScorer:
         """Load a scorer saved with :meth:`save`, or an MLflow ``models:/`` / ``runs:/`` URI.
 
+        URIs go to the loader registered for their prefix (:mod:`salience.scorer.loaders`;
+        :mod:`salience.training` registers MLflow's when it is imported, so this layer
+        imports nothing from training).
+
         A file written by another library version, or changed after it was written,
         is refused with a :class:`~salience.errors.ScorerError` that says which.
         """
         import joblib
 
         text = os.fspath(path_or_uri)
-        if text.startswith(("models:/", "runs:/")):
-            try:
-                from salience.training.tracking import load_scorer
-            except ImportError as exc:  # pragma: no cover - tracking ships with the package
-                raise ScorerError(f"cannot load {text!r}: MLflow tracking is not available ({exc})") from None
-            return load_scorer(text)
+        from_uri = load_uri(text)  # a registered URI loader (models:/ and runs:/: salience.training)
+        if from_uri is not None:
+            return from_uri
         path = Path(text)
         header = cls.read_header(path)
         if header.get("format") != _FORMAT or header.get("library_version") != __version__:

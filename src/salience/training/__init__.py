@@ -1,1 +1,40 @@
-"""Training, benchmarks, tuning and experiment tracking (the only place mlflow is imported: tracking.py)."""
+"""Training, tuning and experiment tracking: the layer above the scorer and the selector.
+
+* :mod:`salience.training.split`: the held-out split by task or transcript that
+  ``salience train``, ``tune`` and ``bench`` share;
+* :mod:`salience.training.train`: label, split, cross-validate, fit, benchmark and save
+  a scorer (``salience train``);
+* :mod:`salience.training.tune`: per-domain tuning of the Compactor's thresholds
+  (``salience tune``);
+* :mod:`salience.training.tracking`: MLflow runs and the model registry (the only
+  module that imports mlflow, lazily), and :mod:`salience.training.pyfunc`, the
+  Compactor as an MLflow ``pyfunc`` model (imported only by MLflow's model loader and
+  by tracking).
+
+The recall benchmarks that ``train`` and ``tune`` run live in :mod:`salience.bench`
+(``salience.training.bench`` re-exports them for one release).
+
+Importing this package registers the MLflow loader for ``models:/`` and ``runs:/``
+URIs with :mod:`salience.scorer.loaders`, so ``ImportanceScorer.load("models:/NAME@champion")``
+works while the scorer layer imports nothing from training. The registration is
+cheap: :mod:`~salience.training.tracking` imports mlflow only when a URI is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from salience.scorer.loaders import MLFLOW_PREFIXES, register_loader
+from salience.training import tracking
+
+if TYPE_CHECKING:
+    from salience.scorer.model import ImportanceScorer
+
+
+def _load_from_mlflow(uri: str) -> ImportanceScorer:
+    """:func:`salience.training.tracking.load_scorer`, looked up at each call."""
+    return tracking.load_scorer(uri)
+
+
+for _prefix in MLFLOW_PREFIXES:
+    register_loader(_prefix, _load_from_mlflow)
