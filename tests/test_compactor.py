@@ -404,25 +404,41 @@ def test_budget_must_be_a_positive_int(budget: Any) -> None:
         make(budget=budget).compact(openai_messages())
 
 
-def test_pins_over_budget_raise_with_the_numbers() -> None:
+def test_pins_degrade_oldest_first_before_anything_raises() -> None:
     messages = openai_messages()
-    with pytest.raises(BudgetError, match=r"budget of 30 tokens is too small .* its 5 pinned entries .* need \d+ tokens"
-                       ) as info:
-        make(pin_last=4).compact(messages, budget=30)
-    err = info.value
-    assert err.budget == 30 and err.pins == 5  # system + last 4 (the last user turn is among them)
     entries = Transcript.from_openai(messages).entries
-    assert err.required == sum(COUNTER.count_entry(e) for e in entries if e.id in {"m0", "m7", "m8", "m9", "m10"})
-    assert err.required > 30
+    whole = sum(COUNTER.count_entry(e) for e in entries if e.id in {"m0", "m7", "m8", "m9", "m10"})
+    assert whole > 30  # system + the last 4 do not fit whole
+    result = make(pin_last=4).compact(messages, budget=30)
+    assert result.tokens <= 30 and not result.over_budget
+    assert {"m0", "m10"} <= set(result.kept)  # the system prompt and the newest pin stay whole
+    degraded = [x for x in ("m7", "m8", "m9") if result.choices[x] is not Option.FULL]
+    assert degraded, result.choices
+    # older pins give way first: a pin is whole only if every newer pin is whole
+    order = ["m7", "m8", "m9", "m10"]
+    for older, newer in zip(order, order[1:]):
+        if result.choices[older] is Option.FULL:
+            assert result.choices[newer] is Option.FULL, result.choices
+    assert_openai_valid(result.messages)
 
 
-def test_keep_pins_returns_the_cheapest_valid_selection_flagged() -> None:
+def test_budget_error_only_when_the_system_prompt_does_not_fit() -> None:
     messages = openai_messages()
-    result = make(pin_last=3, on_over_budget="keep_pins").compact(messages, budget=30)
-    assert result.over_budget and result.tokens > 30
-    assert {"m0", "m8", "m9", "m10"} <= set(result.kept)
-    assert result.choices["m7"] in (Option.FULL, Option.TRIM, Option.STUB)  # the call its pinned result needs
-    assert {"m1", "m2", "m3", "m4", "m5", "m6"} <= set(result.dropped)
+    system = COUNTER.count_entry(Transcript.from_openai(messages).entries[0])
+    result = make(pin_last=4).compact(messages, budget=system + 1)
+    assert result.tokens <= system + 1 and "m0" in result.kept
+    with pytest.raises(BudgetError, match=r"too small .*its system prompt, kept whole .* need \d+ tokens") as info:
+        make(pin_last=4).compact(messages, budget=system - 1)
+    err = info.value
+    assert err.budget == system - 1 and err.required == system and err.pins == 5
+
+
+def test_keep_pins_returns_the_system_prompt_whole_flagged() -> None:
+    messages = openai_messages()
+    system = COUNTER.count_entry(Transcript.from_openai(messages).entries[0])
+    result = make(pin_last=3, on_over_budget="keep_pins").compact(messages, budget=system - 1)
+    assert result.over_budget and result.tokens == system
+    assert result.kept == ("m0",)
     assert_openai_valid(result.messages)
     assert "OVER BUDGET" in result.summary()
 

@@ -21,8 +21,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from salience.errors import BudgetError
+from salience.messages.dispatch import to_transcript
 from salience.selector.compactor import Compactor
 from salience.selector.masking import Option
+from salience.selector.run import Run
 from salience.tokens import TokenCounter
 from salience.transcript import Transcript
 
@@ -114,6 +116,22 @@ def _pins(source: Transcript, c: Compactor) -> set[str]:
     return pins
 
 
+def _fits_whole(c: Compactor, messages: Any, budget: int, system: Any, ids: set[str]) -> bool:
+    """Whether the cheapest valid selection that keeps the entries ``ids`` whole fits ``budget``."""
+    source, fmt = to_transcript(messages, system=system, format=None)
+    run = Run(c._config(budget), source, fmt)
+    _, costs, allowed = run.options()
+    allowed = allowed.copy()
+    for i, e in enumerate(source.entries):
+        if e.id in ids:
+            allowed[i] = [True, False, False, False]
+    first = next((i for i, e in enumerate(source.entries) if e.role != "system"), None)
+    if fmt == "anthropic" and first is not None and source.entries[first].role == "user":
+        if allowed[first, :3].any():
+            allowed[first, 3] = False
+    return run.min_cost(allowed, costs) <= budget
+
+
 def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, restore_seed: int = 0) -> None:
     fmt = "anthropic" if system is not None else "openai"
     before = copy.deepcopy(messages)
@@ -126,6 +144,10 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
         assert c.on_over_budget == "raise"
         assert err.budget == budget and err.required > budget
         assert messages == before
+        # only the system prompt (and what its tool groups need) may make a budget too small
+        source = to_transcript(messages, system=system, format=None)[0]
+        hard = {e.id for e in source.entries if e.role == "system"} if c.pin_system else set()
+        assert not _fits_whole(c, messages, budget, system, hard)
         return
     assert messages == before and system == system_before, "input mutated"
     event(f"method={result.method.split('-')[0]}, over_budget={result.over_budget}")
@@ -161,8 +183,12 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
     for x, e in out.items():
         assert e.tool_calls == src[x].tool_calls and e.role == src[x].role and e.tool_call_id == src[x].tool_call_id
 
-    # pins whole (an entry above max_entry_tokens is whole in its cut-on-the-way-in form)
-    for x in _pins(source, c):
+    # pins whole (an entry above max_entry_tokens is whole in its cut-on-the-way-in form) whenever
+    # they fit; otherwise only the system prompt is (the other pins degrade before anything raises)
+    pins = _pins(source, c)
+    if not _fits_whole(c, messages, budget, system, pins):
+        pins = {x for x in pins if src[x].role == "system"} if c.pin_system else set()
+    for x in pins:
         assert result.choices[x] in (Option.FULL, Option.TRIM), (x, result.choices[x])
         if result.choices[x] is Option.TRIM:
             assert c.max_entry_tokens is not None and COUNTER.count_entry(src[x]) > c.max_entry_tokens

@@ -34,9 +34,11 @@ import pytest
 from conftest import shared_path
 from salience import load_transcripts
 from salience.errors import BudgetError
+from salience.messages.dispatch import to_transcript
 from salience.messages.validate import check_anthropic, check_openai, pending_calls
 from salience.scorer.baselines import RecencyScorer
 from salience.selector.compactor import Compactor
+from salience.selector.run import Run
 from salience.tokens import default_counter
 from salience.transcript import Transcript
 
@@ -161,6 +163,14 @@ def minimum_budget(compactor: Compactor, messages: Any, kwargs: dict[str, Any]) 
         return compactor.compact(messages, budget=1, **kwargs).tokens or 1
     except BudgetError as exc:
         return max(1, exc.required)
+
+
+def pins_minimum(compactor: Compactor, messages: Any, kwargs: dict[str, Any]) -> int:
+    """The least budget at which every pin of ``compactor`` stays whole (pins degrade below it)."""
+    source, fmt = to_transcript(messages, system=kwargs.get("system"), format=kwargs.get("format"))
+    run = Run(compactor._config(1), source, fmt)
+    prob = run.problem(1, query=None, phase=None)
+    return max(1, int(run.min_cost(prob.whole_pins(), prob.costs)))
 
 
 def fuzz_case(
@@ -336,7 +346,7 @@ def test_a_trailing_unanswered_call_is_kept_pending_or_dropped_whole(
         assert problems_of(messages, system, fmt, allow_pending=True) == []
         before = copy.deepcopy(messages)
         kwargs = format_kwargs(fmt, system)
-        minimum = minimum_budget(compactor, messages, kwargs)
+        minimum = pins_minimum(compactor, messages, kwargs)
         full = compactor.compact(messages, budget=10**9, **kwargs).source_tokens
         budget = (minimum + full) // 2
         result = compactor.compact(messages, budget=budget, **kwargs)
@@ -410,8 +420,11 @@ def test_anthropic_output_starts_with_a_user_message() -> None:
     assert check_anthropic(result.messages, result.system) == []
     # OpenAI has no such rule: there the first turn may go
     assert "m0" in compactor.compact(messages, budget=20, format="openai").dropped
-    with pytest.raises(BudgetError):
-        compactor.compact(messages, budget=20, format="anthropic")
+    # the pinned last turn gives way before the first user turn does (a stub still starts the list)
+    tight = compactor.compact(messages, budget=20, format="anthropic")
+    assert tight.tokens <= 20 and tight.messages[0]["role"] == "user" and "m0" not in tight.dropped
+    with pytest.raises(BudgetError, match="the first user turn"):
+        compactor.compact(messages, budget=3, format="anthropic")
 
 
 def test_consecutive_user_messages_pass_the_looser_rule() -> None:

@@ -52,9 +52,12 @@ knapsack. :meth:`Compactor.clear_cache` empties the compactor's caches
 (:data:`MEMO_SIZE` items each at most). A :class:`CompactionSession` goes further (see
 :mod:`salience.selector.session`).
 
-Invariants: ``tokens <= budget`` unless the pins alone exceed it (then
-:class:`~salience.errors.BudgetError`, or with ``on_over_budget="keep_pins"`` the
-cheapest valid selection, pins whole, flagged ``over_budget=True``); order kept;
+Invariants: ``tokens <= budget`` unless what may not give way exceeds it: the system
+prompt whole (with ``pin_system``), Anthropic's first user turn as a stub, and the calls
+their results need (then :class:`~salience.errors.BudgetError`, or with
+``on_over_budget="keep_pins"`` that cheapest valid selection, flagged
+``over_budget=True``). Every other pin stays whole whenever the budget allows and
+degrades (trimmed, stubbed, dropped), oldest first, before anything raises; order kept;
 every tool result next to its call; the caller's messages are never mutated; every
 entry that changed is in ``archive``, whole, and :meth:`Compaction.restore` puts it
 back.
@@ -133,9 +136,13 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             :meth:`PhasePolicy.as_dict` writes it (how a JSON profile carries a policy of
             your own, phase budget shares included), or ``None`` for the default policy
             of each transcript's domain (no masking when it has none).
-        pin_last: how many of the last entries are pinned (kept whole).
-        pin_system: pin system entries. pin_last_user: pin the last user turn.
-        critical: entries scored at least this are pinned while the pins fit; None: never.
+        pin_last: how many of the last entries are pinned: kept whole whenever the budget
+            allows, degraded (trimmed, stubbed, dropped) oldest first when it does not.
+        pin_system: keep system entries whole (the only pins that never degrade: a budget
+            below them is a :class:`BudgetError`). pin_last_user: pin the last user turn
+            (like ``pin_last``, it degrades only when nothing else can give way).
+        critical: entries scored at least this are pinned while they fit beside the other
+            pins whole; None: never.
         max_entry_tokens: entries above this are trimmed on the way in (system entries
             excepted); None: never.
         trim_keep: how much a trimmed entry keeps: a float in (0, 1) is a share of its
@@ -144,10 +151,10 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         retain: share of an entry's value kept by ``"trim"`` and ``"stub"`` (FULL keeps 1);
             ``None`` or missing keys: :data:`DEFAULT_RETAIN` (trim 0.6, stub 0.15).
         solver: ``"auto"``, ``"exact"`` or ``"greedy"`` (see :func:`salience.selector.knapsack.solve`).
-        on_over_budget: ``"raise"`` a :class:`BudgetError` when the pins alone exceed the
-            budget, or ``"keep_pins"``: return the cheapest valid selection (pins whole,
-            the calls and results their groups need, as stubs when possible), flagged
-            ``over_budget=True``.
+        on_over_budget: ``"raise"`` a :class:`BudgetError` when what may not give way (the
+            system prompt whole, Anthropic's first user turn, the calls their results need)
+            exceeds the budget, or ``"keep_pins"``: return that cheapest valid selection,
+            flagged ``over_budget=True``.
         profile: tuned parameters (a mapping, or the path of a JSON file holding one;
             either optionally under a ``"compactor"`` key, as ``salience tune`` writes
             them) for any of ``budget``, ``policy``, ``pin_last``, ``pin_system``, ``pin_last_user``, ``critical``,
@@ -290,7 +297,8 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         Raises:
             ValueError: a parameter or argument out of range (the message names it).
             TranscriptError: malformed messages. FormatError: mixed formats.
-            BudgetError: the pins alone exceed the budget (with ``on_over_budget="raise"``).
+            BudgetError: the system prompt (with ``pin_system``) and what must stay beside it
+                exceed the budget (with ``on_over_budget="raise"``); other pins degrade first.
             ScorerError: the scorer returned bad scores.
         """
         cfg = self._config(budget)

@@ -54,8 +54,9 @@ class Compaction:
             the input's queries, whose evidence may have left).
         system: the Anthropic system prompt of the result (None for other formats).
         phase: the phase masking used (None when nothing needed selecting).
-        over_budget: True when the pins alone exceed the budget and
-            ``on_over_budget="keep_pins"`` returned them anyway.
+        over_budget: True when what may not give way (the system prompt whole, what must
+            stay beside it) exceeds the budget and ``on_over_budget="keep_pins"`` returned
+            it anyway.
         method: how the selection was made (``"fits"``, a solver method, ``"session-noop"``...).
         source: the input as a Transcript (what :meth:`restore` restores from).
         source_tokens: tokens of the input.

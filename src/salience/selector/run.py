@@ -5,11 +5,14 @@ A :class:`Run` holds what :meth:`Compactor.compact
 
 1. each entry's options (:mod:`salience.selector.options`): whole (capped to
    ``max_entry_tokens``), trimmed, stubbed, dropped, and their token costs;
-2. the scores (:mod:`salience.selector.scoring`) and the pins: the system prompt
-   (``pin_system``), the last user turn (``pin_last_user``), the last ``pin_last``
-   entries, and entries scored at least ``critical``, highest score first, as long as
-   the pins still fit the budget (so a generous scorer never causes a
-   :class:`~salience.errors.BudgetError` on its own);
+2. the scores (:mod:`salience.selector.scoring`) and the pins. System entries
+   (``pin_system``) are hard pins: whole or a :class:`~salience.errors.BudgetError`.
+   The last user turn (``pin_last_user``) and the last ``pin_last`` entries are soft
+   pins: each step down (whole, trimmed, stubbed, dropped) of one is worth more than
+   every other entry together (:func:`_pin_worth`), so they stay whole whenever the
+   budget allows and degrade, oldest first, before anything raises. Entries scored at
+   least ``critical`` are pinned whole too, highest score first, while they fit beside
+   the soft pins whole (so a generous scorer never crowds out the latest messages);
 3. phase masking (:mod:`salience.selector.masking`) of the other tool entries, with the
    ``policy`` (else the transcript's domain default) and the ``phase`` (else
    :func:`~salience.selector.masking.detect_phase`);
@@ -61,6 +64,15 @@ class Problem:
     scores: np.ndarray
     phase: Phase
     pins: int
+    #: The soft pins: kept whole whenever the budget allows, degraded before anything raises.
+    soft: np.ndarray
+
+    def whole_pins(self, allowed: np.ndarray | None = None) -> np.ndarray:
+        """``allowed`` (default: the problem's) with every soft pin whole: what a caller
+        checks to know whether a choice of its own still leaves room for the pins."""
+        allowed = (self.allowed if allowed is None else allowed).copy()
+        allowed[self.soft] = np.array([True, False, False, False])
+        return allowed
 
 
 class Run:
@@ -138,10 +150,12 @@ class Run:
         return self._scores[query]
 
     def pins(self) -> np.ndarray:
+        """Which entries are pinned: system entries (``pin_system``), the last user turn
+        (``pin_last_user``) and the last ``pin_last`` entries."""
         cfg, entries = self.cfg, self.source.entries
         pins = np.zeros(self.n, dtype=bool)
         if cfg.pin_system:
-            pins |= np.array([e.role == "system" for e in entries], dtype=bool)
+            pins |= self.system_mask()
         if cfg.pin_last_user:
             users = [i for i, e in enumerate(entries) if e.role == "user"]
             if users:
@@ -149,6 +163,9 @@ class Run:
         if cfg.pin_last:
             pins[max(0, self.n - cfg.pin_last):] = True
         return pins
+
+    def system_mask(self) -> np.ndarray:
+        return np.array([e.role == "system" for e in self.source.entries], dtype=bool).reshape(self.n)
 
     def policy(self) -> PhasePolicy:
         return self.cfg.policy if self.cfg.policy is not None else PhasePolicy.for_domain(self.source.domain)
@@ -177,7 +194,12 @@ class Run:
         pins = self.pins()
         for i in fixed:
             pins[i] = False
-        allowed[pins] = np.array([True, False, False, False])
+        # System entries are hard pins: whole or nothing. The other pins are soft: they
+        # stay whole whenever the budget allows, and degrade (trim, stub, then drop),
+        # oldest first, before a BudgetError is raised.
+        hard = pins & self.system_mask() if self.cfg.pin_system else np.zeros(self.n, dtype=bool)
+        soft = pins & ~hard
+        allowed[hard] = np.array([True, False, False, False])
         if self.fmt == "anthropic":
             # Anthropic wants the first message from the user: the first user turn may
             # be trimmed or stubbed, never dropped.
@@ -193,21 +215,24 @@ class Run:
         for i in fixed:
             exempt[i] = True
         if cfg.critical is not None:
-            unit_cost = [unit_min(costs, allowed, u) for u in self.units]
+            # Critical entries are pinned only while they fit beside the soft pins, whole.
+            whole = allowed.copy()
+            whole[soft] = np.array([True, False, False, False])
+            unit_cost = [unit_min(costs, whole, u) for u in self.units]
             total = sum(unit_cost)
             order = sorted((i for i in range(self.n) if scores[i] >= cfg.critical and not exempt[i]),
                            key=lambda i: (-scores[i], -i))
             for i in order:
                 row = allowed[i].copy()
-                allowed[i] = np.array([True, False, False, False])
+                allowed[i] = whole[i] = np.array([True, False, False, False])
                 u = int(self.unit_of[i])
-                new = unit_min(costs, allowed, self.units[u])
+                new = unit_min(costs, whole, self.units[u])
                 if total - unit_cost[u] + new <= budget:
                     total += new - unit_cost[u]
                     unit_cost[u] = new
                     exempt[i] = True
                 else:
-                    allowed[i] = row
+                    allowed[i] = whole[i] = row
         policy = self.policy()
         ph = policy.check_phase(phase) if phase is not None else detect_phase(self.source, policy)
         allowed = mask_options(self.source, policy, ph, allowed=allowed, costs=costs, scores=scores,
@@ -222,7 +247,11 @@ class Run:
         retain[:, _TRIM] = np.maximum(retain[:, _TRIM], retain[:, _STUB])
         eps = EPSILON * (np.arange(self.n) + 1) / max(self.n, 1)
         values = (scores + eps)[:, None] * retain
-        return Problem(costs=costs, values=values, allowed=allowed, scores=scores, phase=ph, pins=int(pins.sum()))
+        values[:, _DROP] = 0.0
+        if soft.any():
+            values = values + _pin_worth(values, soft)
+        return Problem(costs=costs, values=values, allowed=allowed, scores=scores, phase=ph, pins=int(pins.sum()),
+                       soft=soft)
 
     def min_cost(self, allowed: np.ndarray, costs: np.ndarray) -> float:
         return min_cost(costs, allowed, self.units)
@@ -242,20 +271,20 @@ class Run:
             return np.asarray(sol.choices, dtype=np.int64), sol.method, True
 
     def _budget_error(self, budget: int, required: int | None, pins: int) -> BudgetError:
-        cfg = self.cfg
-        what = []
-        if cfg.pin_system:
-            what.append("system prompt")
-        if cfg.pin_last_user:
-            what.append("last user turn")
-        if cfg.pin_last:
-            what.append(f"last {cfg.pin_last} entries")
-        need = f"need {required} tokens" if required is not None else "cannot all be kept with their tool groups"
+        # Only what may not give way makes a problem infeasible: system entries kept whole
+        # (pin_system), Anthropic's first user turn (at least a stub), and the calls their
+        # results need. Every other pin may be trimmed, stubbed or dropped.
+        must = []
+        if self.cfg.pin_system and self.system_mask().any():
+            must.append("its system prompt, kept whole with pin_system=True")
+        if self.fmt == "anthropic":
+            must.append("the first user turn, which Anthropic requires (at least as a stub)")
+        what = "; ".join(must) or "the tool calls and results that must stay together"
+        need = f"would need {required} tokens" if required is not None else "cannot be kept with its tool groups"
         err = BudgetError(
-            f"budget of {budget} tokens is too small for transcript {self.source.id!r}: its {pins} pinned entries "
-            f"({', '.join(what) or 'none'}) {need}, counting the tool calls and results that must stay beside them; "
-            "raise the budget, pin fewer entries (pin_last, pin_system, pin_last_user), or pass "
-            "on_over_budget='keep_pins'",
+            f"budget of {budget} tokens is too small for transcript {self.source.id!r}: what must stay ({what}) "
+            f"{need}; every other entry, pinned or not, already gives way; raise the budget, shorten the system "
+            "prompt, pass pin_system=False, or pass on_over_budget='keep_pins' to get that much, over budget",
             budget=budget,
             required=required or 0,
         )
@@ -304,3 +333,22 @@ class Run:
 
     def full_choices(self) -> np.ndarray:
         return np.zeros(self.n, dtype=np.int64)
+
+
+#: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`_pin_worth`).
+PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
+
+
+def _pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
+    """Extra worth that keeps soft pins as whole as the budget allows.
+
+    Each step down of a soft pin (whole, trimmed, stubbed, dropped) costs more worth
+    than everything else in the problem is worth put together, so the solver gives up
+    any amount of other entries before it degrades a pin; the newest pin weighs the most,
+    so older pins degrade first. A pin's whole form gets its full weight, its trimmed
+    form half, its stub a quarter, dropping it nothing.
+    """
+    base = float(values[~soft].max(axis=1).sum()) + 1.0
+    ranks = np.cumsum(soft) * soft  # 1 for the oldest soft pin, k for the newest
+    weight = base / PIN_FORMS[_STUB] * (1.0 + ranks / max(int(soft.sum()), 1)) * soft
+    return weight[:, None] * PIN_FORMS[None, :]

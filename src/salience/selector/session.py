@@ -300,11 +300,12 @@ class CompactionSession:
         free_prefix = [i for i in range(point) if i not in fixed]
         for goal in (target, self.budget):
             prob = run.problem(goal, query=query, phase=phase, fixed=fixed)
-            if run.min_cost(prob.allowed, prob.costs) > goal:
+            # Settled decisions stand only while the pins still fit whole beside them.
+            if run.min_cost(prob.whole_pins(), prob.costs) > goal:
                 continue
 
             def fixed_prefix(p: int, prob: Problem = prob) -> np.ndarray:
-                allowed = prob.allowed.copy()
+                allowed = prob.whole_pins()
                 for i in free_prefix[:p]:
                     if allowed[i, _FULL]:
                         allowed[i] = np.array([True, False, False, False])
@@ -328,7 +329,7 @@ class CompactionSession:
             self.full_recompactions += 1
         goal = target
         prob = run.problem(goal, query=query, phase=phase)
-        if run.min_cost(prob.allowed, prob.costs) > goal:  # no headroom possible: the budget itself
+        if run.min_cost(prob.whole_pins(), prob.costs) > goal:  # no headroom with the pins whole: the budget
             goal = self.budget
             prob = run.problem(goal, query=query, phase=phase)
         choices, method, over = run.solve(prob, goal)
