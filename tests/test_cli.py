@@ -11,6 +11,7 @@ import pytest
 
 from salience import __version__, load_transcripts
 from salience.cli import COMMANDS, build_parser, main
+from salience.errors import ParameterError, ParameterKeyError, ParameterTypeError
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data"
@@ -216,6 +217,32 @@ def test_internal_errors_exit_1_in_one_line_and_verbose_shows_traceback(tiny: Pa
     assert "Traceback" in err and err.rstrip().endswith("internal error: RuntimeError: kaboom")
     assert main(["-v", "stats", str(tiny)]) == 1
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (ValueError("an invariant broke"), 1),
+    (TypeError("an invariant broke"), 1),
+    (KeyError("an invariant broke"), 1),
+    (ParameterError("top must be a non-negative int or None (got -1)"), 2),
+    (ParameterTypeError("query must be a str or None (got 3 that is a int)"), 2),
+    (ParameterKeyError("restore: no entry with id 'nope'"), 2),
+], ids=["bare-value-error", "bare-type-error", "bare-key-error", "parameter-error", "parameter-type-error",
+        "parameter-key-error"])
+def test_only_salience_errors_are_bad_input(tiny: Path, monkeypatch, capsys, error: Exception, code: int) -> None:
+    """A bare ValueError is a bug inside salience (exit 1, internal error); what the library
+    raises on bad input is a SalienceError (exit 2, the message alone)."""
+    import salience.stats
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(salience.stats, "transcript_stats", fail)
+    assert main(["stats", str(tiny)]) == code
+    line = one_error_line(capsys.readouterr().err)
+    if code == 1:
+        assert line.startswith(f"salience: error: internal error: {type(error).__name__}: ")
+    else:
+        assert line == f"salience: error: {error.args[0]}"
 
 
 def test_verbose_shows_traceback_for_bad_input(tmp_path: Path, capsys) -> None:

@@ -19,6 +19,9 @@ EXPECTED = [
     "FormatError",
     "ImportanceScorer",
     "NotFittedError",
+    "ParameterError",
+    "ParameterKeyError",
+    "ParameterTypeError",
     "Phase",
     "PhasePolicy",
     "Query",
@@ -85,6 +88,11 @@ def test_errors_share_one_base() -> None:
             assert issubclass(getattr(salience, name), salience.SalienceError), name
     assert issubclass(salience.FormatError, salience.TranscriptError)
     assert issubclass(salience.TranscriptError, ValueError)
+    assert issubclass(salience.ParameterError, ValueError)
+    assert issubclass(salience.ParameterTypeError, salience.ParameterError)
+    assert issubclass(salience.ParameterTypeError, TypeError)
+    assert issubclass(salience.ParameterKeyError, salience.ParameterError)
+    assert issubclass(salience.ParameterKeyError, KeyError)
 
 
 def test_import_is_light() -> None:

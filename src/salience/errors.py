@@ -1,14 +1,30 @@
 """The exceptions salience raises.
 
-Every error derives from one base, so ``except SalienceError`` catches them all::
+Every error salience raises on bad input or a bad parameter derives from one base, so
+``except SalienceError`` catches them all; the builtin named in brackets is a second base,
+so that ``except ValueError`` (or ``TypeError``, ...) keeps working too::
 
     SalienceError
-    ├── TranscriptError        bad input data: names the transcript, entry, field
-    │   └── FormatError        a file or message list in no layout the loaders know
-    ├── ScorerError            a scorer that cannot be fitted, loaded or used
-    │   └── NotFittedError     ``score`` called before ``fit``
-    ├── BudgetError            the pinned entries alone exceed the token budget
-    └── TrackingError          the MLflow store could not be reached or used
+    ├── ParameterError            [ValueError] a parameter or argument out of range
+    │   ├── ParameterTypeError    [TypeError]  ... or of the wrong type
+    │   └── ParameterKeyError     [KeyError]   ... or naming no such entry, curve or result
+    ├── TranscriptError           [ValueError] bad input data: names the transcript, entry, field
+    │   └── FormatError                        a file or message list in no layout the loaders know
+    ├── ScorerError                            a scorer that cannot be fitted, loaded or used
+    │   └── NotFittedError        [AttributeError] ``score`` called before ``fit``
+    ├── BudgetError               [ValueError] the pinned entries alone exceed the token budget
+    ├── InfeasibleError           [ValueError] no assignment fits the budget: raised by the
+    │                                          solver, :mod:`salience.selector.knapsack` (it lives there)
+    └── TrackingError                          the MLflow store could not be reached or used
+
+A bare ``ValueError`` or ``TypeError`` from salience is a bug (an internal invariant that
+broke), never a verdict on the input: the command line reports it as an internal error.
+
+>>> from salience.errors import ParameterError, ParameterTypeError
+>>> issubclass(ParameterTypeError, ParameterError) and issubclass(ParameterTypeError, TypeError)
+True
+>>> issubclass(ParameterError, ValueError)
+True
 """
 
 from __future__ import annotations
@@ -17,6 +33,9 @@ __all__ = [
     "BudgetError",
     "FormatError",
     "NotFittedError",
+    "ParameterError",
+    "ParameterKeyError",
+    "ParameterTypeError",
     "SalienceError",
     "ScorerError",
     "TrackingError",
@@ -27,6 +46,30 @@ __all__ = [
 
 class SalienceError(Exception):
     """Base class of every error salience raises."""
+
+
+class ParameterError(SalienceError, ValueError):
+    """A parameter or argument is out of range, or not one of the allowed values.
+
+    The message names the parameter, what was expected and what came.
+    """
+
+
+class ParameterTypeError(ParameterError, TypeError):
+    """A parameter or argument is of the wrong type (also a ``TypeError``)."""
+
+
+class ParameterKeyError(ParameterError, KeyError):
+    """A key, id or name that names nothing there (also a ``KeyError``).
+
+    Its ``str`` is the message itself, not the quoted ``repr`` a ``KeyError`` shows.
+
+    >>> str(ParameterKeyError("no entry 'm9'"))
+    "no entry 'm9'"
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
 class TranscriptError(SalienceError, ValueError):

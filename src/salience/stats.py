@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from salience.errors import ParameterError
 from salience.tokens import TokenCounter, as_counter, default_counter
 from salience.transcript import Transcript
 
@@ -170,7 +171,7 @@ def transcript_stats(
     :func:`salience.tokens.default_counter`, ``cl100k_base``). ``top`` limits
     ``by_tool`` to the tools with the most tokens (``None``: all)."""
     if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
-        raise ValueError(f"top must be a non-negative int or None (got {top!r})")
+        raise ParameterError(f"top must be a non-negative int or None (got {top!r})")
     tc = default_counter() if counter is None else as_counter(counter)
     total = _Acc()
     domains: dict[str, _Acc] = {}

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from salience.errors import SalienceError, TranscriptError, describe
+from salience.errors import ParameterKeyError, SalienceError, TranscriptError, describe
 
 __all__ = ["Entry", "Growth", "Query", "Role", "ToolCall", "Transcript"]
 
@@ -396,11 +396,11 @@ class Transcript:
 
     # -- navigation ---------------------------------------------------------
     def index(self, entry_id: str) -> int:
-        """Position of the entry with ``entry_id``; ``KeyError`` naming it if absent."""
+        """Position of the entry with ``entry_id``; ``ParameterKeyError`` (a ``KeyError``) naming it if absent."""
         for i, entry in enumerate(self.entries):
             if entry.id == entry_id:
                 return i
-        raise KeyError(f"transcript {self.id!r} has no entry {entry_id!r}")
+        raise ParameterKeyError(f"transcript {self.id!r} has no entry {entry_id!r}")
 
     def call_owner(self) -> dict[str, int]:
         """Map each tool call id to the index of the assistant entry that made it.

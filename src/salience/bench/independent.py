@@ -76,20 +76,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from salience.errors import BudgetError, SalienceError
+from salience.errors import BudgetError, ParameterError, ParameterKeyError, SalienceError
 from salience.tokens import CounterLike, TokenCounter, as_counter
 from salience.values import extract_values
 
 if TYPE_CHECKING:
     from salience.transcript import Transcript
-
-try:  # issue #11 adds ParameterError(SalienceError, ValueError); the same contract until it lands
-    from salience.errors import ParameterError  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the tree
-
-    class ParameterError(SalienceError, ValueError):  # type: ignore[no-redef]
-        """A parameter out of range (the message names it, what was expected and what came)."""
-
 
 __all__ = [
     "DEFAULT_FRACTIONS",
@@ -805,11 +797,12 @@ class IndependentReport:
         return list(dict.fromkeys(r.method for r in self.results))
 
     def result(self, method: str, fraction: float) -> MethodResult:
-        """The result of ``method`` at ``fraction``; ``KeyError`` naming what exists otherwise."""
+        """The result of ``method`` at ``fraction``; a ``ParameterKeyError`` (a ``KeyError``)
+        naming what exists otherwise."""
         for r in self.results:
             if r.method == method and math.isclose(r.fraction, fraction):
                 return r
-        raise KeyError(f"no result for method {method!r} at {fraction} (methods: {self.methods}, "
+        raise ParameterKeyError(f"no result for method {method!r} at {fraction} (methods: {self.methods}, "
                        f"fractions: {list(self.fractions)})")
 
     def metrics(self, prefix: str = "") -> dict[str, float]:

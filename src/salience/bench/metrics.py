@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from salience.errors import ScorerError
+from salience.errors import ParameterError, ParameterKeyError, ParameterTypeError, ScorerError
 from salience.tokens import TokenCounter, as_counter
 from salience.transcript import Transcript
 
@@ -114,11 +114,13 @@ class RecallCurve:
         return dict(zip(self.fractions, self.recall))
 
     def at(self, fraction: float) -> float:
-        """Recall at ``fraction``; ``KeyError`` naming the fractions measured otherwise."""
+        """Recall at ``fraction``; ``ParameterKeyError`` (a ``KeyError``) naming the fractions measured otherwise."""
         for f, r in zip(self.fractions, self.recall):
             if math.isclose(f, fraction):
                 return r
-        raise KeyError(f"{self.method} {self.kind}: no recall at budget {fraction} (measured: {list(self.fractions)})")
+        raise ParameterKeyError(
+            f"{self.method} {self.kind}: no recall at budget {fraction} (measured: {list(self.fractions)})"
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RecallCurve:
@@ -166,16 +168,16 @@ def _json_float(x: float) -> float | None:
 
 
 def check_fractions(fractions: Iterable[float], name: str = "fractions") -> tuple[float, ...]:
-    """``fractions`` as a tuple of floats in (0, 1], else ``ValueError`` naming the bad one."""
+    """``fractions`` as a tuple of floats in (0, 1], else ``ParameterError`` naming the bad one."""
     if isinstance(fractions, (int, float)):
         fractions = (fractions,)
     out = []
     for f in fractions:
         if isinstance(f, bool) or not isinstance(f, (int, float, np.floating)) or not 0.0 < float(f) <= 1.0:
-            raise ValueError(f"{name}: each budget must be a share of the tokens in (0, 1] (got {f!r})")
+            raise ParameterError(f"{name}: each budget must be a share of the tokens in (0, 1] (got {f!r})")
         out.append(float(f))
     if not out:
-        raise ValueError(f"{name}: at least one budget fraction is needed (got none)")
+        raise ParameterError(f"{name}: at least one budget fraction is needed (got none)")
     return tuple(out)
 
 
@@ -210,7 +212,9 @@ def pack_greedy(scores: Sequence[float] | np.ndarray, costs: Sequence[int] | np.
     s = np.asarray(scores, dtype=np.float64)
     c = np.asarray(costs, dtype=np.int64)
     if s.shape != c.shape or s.ndim != 1:
-        raise ValueError(f"pack_greedy: scores and costs must be 1-d and of one length (got {s.shape} and {c.shape})")
+        raise ParameterError(
+            f"pack_greedy: scores and costs must be 1-d and of one length (got {s.shape} and {c.shape})"
+        )
     order = np.lexsort((-np.arange(len(s)), -s))
     keep = np.zeros(len(s), dtype=bool)
     left = int(budget)
@@ -357,7 +361,7 @@ def reference_plan(transcripts: Iterable[Transcript], max_steps: int | None,
     from salience.scorer.labels import step_references
 
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
-        raise ValueError(f"max_steps must be a positive int or None (got {max_steps!r})")
+        raise ParameterError(f"max_steps must be a positive int or None (got {max_steps!r})")
     plan = []
     for t in transcripts:
         entries = t.entries
@@ -407,8 +411,8 @@ def reference_curve(selector: Selector, plan: list[list[ReferenceStep]], fractio
                 budget = max(1, step.system_tokens + int(f * step.other_tokens))
                 out = selector(step.history, budget, None)
                 if not isinstance(out, Transcript):
-                    raise TypeError(f"selector {name_of(selector)}: must return a Transcript "
-                                    f"(got {type(out).__name__})")
+                    raise ParameterTypeError(f"selector {name_of(selector)}: must return a Transcript "
+                                             f"(got {type(out).__name__})")
                 if sum(counter.count_entries(out.entries)) > budget:
                     over[k] += 1  # an output over the budget earns nothing for this step
                     continue
@@ -483,7 +487,7 @@ def hindsight_auc(scorer: Any, transcripts: Iterable[Transcript], cuts: int = 6,
     from salience.scorer.model import _cut_points  # the same cuts as training
 
     if isinstance(cuts, bool) or not isinstance(cuts, int) or cuts < 1:
-        raise ValueError(f"hindsight_auc: cuts must be a positive int (got {cuts!r})")
+        raise ParameterError(f"hindsight_auc: cuts must be a positive int (got {cuts!r})")
     ys: list[np.ndarray] = []
     ps: list[np.ndarray] = []
     histories = 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from salience.bench.metrics import BenchKind, RecallCurve
+from salience.errors import ParameterError, ParameterKeyError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -88,12 +89,12 @@ class BenchReport:
         return list(dict.fromkeys(c.kind for c in self.curves))
 
     def curve(self, method: str, kind: str) -> RecallCurve:
-        """The curve of ``method`` on ``kind``; ``KeyError`` listing what exists otherwise."""
+        """The curve of ``method`` on ``kind``; ``ParameterKeyError`` (a ``KeyError``) listing what exists otherwise."""
         for c in self.curves:
             if c.method == method and c.kind == kind:
                 return c
         have = sorted({(c.method, c.kind) for c in self.curves})
-        raise KeyError(f"no curve for method {method!r} on {kind!r} (have: {have})")
+        raise ParameterKeyError(f"no curve for method {method!r} on {kind!r} (have: {have})")
 
     def metrics(self) -> dict[str, float]:
         """Flat MLflow-safe metrics.
@@ -189,7 +190,7 @@ class BenchReport:
         path = Path(path)
         kinds = self.kinds
         if not kinds:
-            raise ValueError("BenchReport.plot: nothing to plot (the report has no curves)")
+            raise ParameterError("BenchReport.plot: nothing to plot (the report has no curves)")
         fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.4), squeeze=False)
         methods = list(dict.fromkeys(c.method for c in self.curves))
         tab10 = plt.get_cmap("tab10")

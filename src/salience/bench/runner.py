@@ -31,7 +31,7 @@ from salience.bench.selectors import (
     recency_selector,
     scorer_selector,
 )
-from salience.errors import ScorerError
+from salience.errors import ParameterError, ScorerError
 from salience.tokens import TokenCounter, as_counter
 from salience.transcript import Transcript
 
@@ -53,7 +53,7 @@ def _check_names(baselines: Iterable[str]) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(baselines))
     unknown = [b for b in names if b not in BASELINE_NAMES]
     if unknown:
-        raise ValueError(f"unknown baseline {unknown[0]!r}; expected some of {', '.join(BASELINE_NAMES)}")
+        raise ParameterError(f"unknown baseline {unknown[0]!r}; expected some of {', '.join(BASELINE_NAMES)}")
     return names
 
 
@@ -66,9 +66,9 @@ def _check_kinds(kinds: Iterable[str]) -> tuple[BenchKind, ...]:
             out.append(BenchKind(k))
         except ValueError:
             allowed = ", ".join(x.value for x in BenchKind)
-            raise ValueError(f"unknown benchmark kind {k!r}; expected some of {allowed}") from None
+            raise ParameterError(f"unknown benchmark kind {k!r}; expected some of {allowed}") from None
     if not out:
-        raise ValueError("at least one benchmark kind is needed (got none)")
+        raise ParameterError("at least one benchmark kind is needed (got none)")
     return tuple(dict.fromkeys(out))
 
 
@@ -127,7 +127,7 @@ def run_benchmark(
     :class:`ScorerError` (the oracle without labels) is skipped with its reason.
 
     ``progress(description, done, total)`` is called as transcripts are done.
-    Unknown kinds or baselines and bad fractions are a ``ValueError``.
+    Unknown kinds or baselines and bad fractions are a :class:`~salience.errors.ParameterError` (a ``ValueError``).
     """
     from salience.scorer.baselines import make_baseline
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from salience.bench.metrics import Selector, name_of
+from salience.errors import ParameterError
 from salience.tokens import TokenCounter, as_counter
 from salience.transcript import Transcript
 
@@ -115,7 +116,7 @@ class _MaskingSelector:
 
     def __init__(self, keep: int, placeholder: str, name: str, counter: Any = None) -> None:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise ValueError(f"{name}: the number of tool results to keep must be an int >= 0 (got {keep!r})")
+            raise ParameterError(f"{name}: the number of tool results to keep must be an int >= 0 (got {keep!r})")
         self.keep = keep
         self.placeholder = placeholder
         self.name = name

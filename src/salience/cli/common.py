@@ -10,9 +10,10 @@ Every command module imports its helpers from here (never from :mod:`salience.cl
   :func:`salience.load_transcripts`.
 * :func:`print_stats`: the tables of ``salience stats`` (also shown by ``salience demo``).
 * :func:`exit_code`: what :func:`salience.cli.main` returns for an exception: 2 on bad
-  input (a :class:`~salience.errors.SalienceError`, an ``OSError``, a ``ValueError``) with
-  one line on stderr, ``salience: error: <message>``; 1 on an internal error (a bug:
-  ``--verbose`` shows its traceback); 130 when interrupted.
+  input (a :class:`~salience.errors.SalienceError` or an ``OSError``) with one line on
+  stderr, ``salience: error: <message>``; 1 on an internal error, a bare ``ValueError``
+  included (the library raises a :class:`~salience.errors.ParameterError` for a bad
+  value, so a plain one is a bug: ``--verbose`` shows its traceback); 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -195,9 +196,10 @@ def exit_code(exc: BaseException, *, verbose: bool = False) -> int:
     """The exit code for ``exc`` raised by a command, after saying why on stderr (call it
     inside the ``except`` block, so that ``verbose`` can print the traceback).
 
-    2 for bad input (:class:`SalienceError`, ``OSError``, ``ValueError``), 130 for an
-    interrupt, 1 for anything else (a bug). ``SystemExit`` and other ``BaseException``
-    that are not ``Exception`` are raised again.
+    2 for bad input (:class:`SalienceError`, ``OSError``), 130 for an interrupt, 1 for
+    anything else: a bug, a bare ``ValueError`` or ``TypeError`` too (whatever salience
+    raises on bad input is a :class:`SalienceError`). ``SystemExit`` and other
+    ``BaseException`` that are not ``Exception`` are raised again.
     """
     if isinstance(exc, KeyboardInterrupt):
         print(f"{PROG}: interrupted", file=sys.stderr)
@@ -207,8 +209,6 @@ def exit_code(exc: BaseException, *, verbose: bool = False) -> int:
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"{where}{exc.strerror or exc}", 2, verbose)
-    if isinstance(exc, ValueError):
-        return _fail(str(exc), 2, verbose)
     if not isinstance(exc, Exception):
         raise exc
     hint = "" if verbose else " (run with --verbose for the traceback)"

@@ -187,6 +187,7 @@ def _default(value: Any) -> Any:
         return value.tolist()
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=repr)
+    # internal: json.dumps's default= hook must raise TypeError; _line turns it into a TranscriptError
     raise TypeError(f"a {type(value).__name__} is not JSON-serialisable")
 
 

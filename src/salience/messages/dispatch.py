@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from salience.errors import FormatError, describe
+from salience.errors import FormatError, ParameterError, describe
 from salience.transcript import Entry, Transcript
 
 __all__ = [
@@ -269,10 +269,12 @@ def to_transcript(
 ) -> tuple[Transcript, str]:
     """(``messages`` as a Transcript, the format to answer in); ``format`` forces it (module doc)."""
     if format is not None and format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(repr(f) for f in FORMATS)} or None (got {_got(format)})")
+        raise ParameterError(
+            f"format must be one of {', '.join(repr(f) for f in FORMATS)} or None (got {_got(format)})"
+        )
     if isinstance(messages, Transcript):
         if system is not None:
-            raise ValueError("system= is only for Anthropic message lists; a Transcript carries its system entry")
+            raise ParameterError("system= is only for Anthropic message lists; a Transcript carries its system entry")
         return messages, format or "transcript"
     if format is None or format == "transcript":
         fmt = detect_format(messages, system=system)
@@ -282,14 +284,14 @@ def to_transcript(
         base = _langchain_base()
         other = next((i for i, m in enumerate(messages) if base is None or not isinstance(m, base)), None)
         if other is not None or isinstance(messages, (str, bytes, Mapping)):
-            raise ValueError(
+            raise ParameterError(
                 "format must be one of 'openai', 'anthropic', 'transcript' or None for these messages: 'langchain' "
                 f"needs LangChain messages (got {_got(messages if other is None else messages[other])}"
                 f"{'' if other is None else f' as message {other}'})"
             )
     if fmt in ("openai", "langchain") and system is not None:
         where = "OpenAI" if fmt == "openai" else "LangChain"
-        raise ValueError(
+        raise ParameterError(
             f"system= is only for Anthropic messages; {where} messages carry the system prompt in the list"
         )
     if fmt in ("openai", "langchain") and cache is not None and isinstance(messages, (list, tuple)):

@@ -67,7 +67,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, TypeGuard
 
-from salience.errors import describe
+from salience.errors import ParameterError, describe
 
 __all__ = ["ANTHROPIC_ID", "check_anthropic", "check_openai", "pending_calls"]
 
@@ -413,7 +413,7 @@ def pending_calls(messages: Sequence[Mapping[str, Any]], *, format: str = "opena
     ['c1']
     """
     if format not in ("openai", "anthropic"):
-        raise ValueError(f"format must be 'openai' or 'anthropic' (got {_got(format)})")
+        raise ParameterError(f"format must be 'openai' or 'anthropic' (got {_got(format)})")
     if not _is_list(messages) or not messages:
         return []
     if format == "anthropic":

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from salience.errors import ScorerError
+from salience.errors import ParameterTypeError, ScorerError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -345,17 +345,21 @@ class Embedder:
         """Unit vectors of ``texts``: ``float32``, shape ``(len(texts), dim)``.
 
         Blank texts give zero rows without calling the model; see the module
-        docstring for truncation and caching. Raises ``TypeError`` naming the
+        docstring for truncation and caching. Raises ``ParameterTypeError`` (a ``TypeError``) naming the
         position of a text that is not a ``str`` (and for a bare ``str``, which
         would otherwise be read as a sequence of characters).
         """
         if isinstance(texts, str):
-            raise TypeError("Embedder.encode: 'texts' must be a sequence of str, not a str (wrap it in a list)")
+            raise ParameterTypeError(
+                "Embedder.encode: 'texts' must be a sequence of str, not a str (wrap it in a list)"
+            )
         self._check_params()
         cut: list[str] = []
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"Embedder.encode: texts[{i}] must be a str (got {type(text).__name__}: {text!r:.60})")
+                raise ParameterTypeError(
+                    f"Embedder.encode: texts[{i}] must be a str (got {type(text).__name__}: {text!r:.60})"
+                )
             cut.append(text[: self.max_chars])
         with self._lock:
             keys: list[bytes | None] = [text_key(t) if t.strip() else None for t in cut]

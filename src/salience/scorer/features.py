@@ -49,6 +49,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from salience._threads import one_thread
+from salience.errors import ParameterError
 from salience.scorer.baselines import build_bm25
 from salience.scorer.text import (
     STOPWORDS,
@@ -608,7 +609,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     def fit(self, X: Any = None, y: Any = None) -> FeatureExtractor:
         """Stateless: records the feature names and returns ``self``."""
         if not isinstance(self.recent_window, int) or self.recent_window < 1:
-            raise ValueError(f"recent_window must be a positive int (got {self.recent_window!r})")
+            raise ParameterError(f"recent_window must be a positive int (got {self.recent_window!r})")
         self.feature_names_in_query_ = np.array(BASE_FEATURES + QUERY_FEATURES, dtype=object)
         self.feature_names_base_ = np.array(BASE_FEATURES, dtype=object)
         return self

@@ -39,7 +39,7 @@ from sklearn.base import BaseEstimator, clone
 
 from salience._threads import one_thread
 from salience._version import __version__
-from salience.errors import NotFittedError, ScorerError
+from salience.errors import NotFittedError, ParameterError, ParameterTypeError, ScorerError
 from salience.scorer.features import BASE_FEATURES, QUERY_FEATURES, FeatureExtractor
 from salience.scorer.loaders import load_uri
 
@@ -221,13 +221,13 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
     # -- fitting -------------------------------------------------------------
     def _check_params(self) -> None:
         if self.calibration not in ("isotonic", "sigmoid", None):
-            raise ValueError(f"calibration must be 'isotonic', 'sigmoid' or None (got {self.calibration!r})")
+            raise ParameterError(f"calibration must be 'isotonic', 'sigmoid' or None (got {self.calibration!r})")
         if not isinstance(self.cv, int) or self.cv < 2:
-            raise ValueError(f"cv must be an int >= 2 (got {self.cv!r})")
+            raise ParameterError(f"cv must be an int >= 2 (got {self.cv!r})")
         if not isinstance(self.cut_points, int) or self.cut_points < 1:
-            raise ValueError(f"cut_points must be a positive int (got {self.cut_points!r})")
+            raise ParameterError(f"cut_points must be a positive int (got {self.cut_points!r})")
         if self.estimator is not None and not hasattr(self.estimator, "predict_proba"):
-            raise ValueError(
+            raise ParameterTypeError(
                 f"estimator must be a classifier with predict_proba (got {type(self.estimator).__name__})"
             )
 
@@ -343,7 +343,7 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         if n == 0:
             return np.zeros(0, dtype=np.float64)
         if query is not None and not isinstance(query, str):
-            raise TypeError(f"query must be a str or None (got {type(query).__name__})")
+            raise ParameterTypeError(f"query must be a str or None (got {type(query).__name__})")
         if query is not None and query.strip():
             X = self.features_.transform_one(transcript, query)
             if self.query_model_ is not None:

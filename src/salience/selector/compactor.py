@@ -80,7 +80,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from salience.errors import SalienceError, describe
+from salience.errors import ParameterError, ParameterTypeError, SalienceError, describe
 from salience.messages.dispatch import FORMATS, MessageCache, to_transcript
 from salience.messages.dispatch import MEMO_SIZE as MEMO_SIZE  # re-exported (module doc)
 from salience.messages.dispatch import detect_format as detect_format  # re-exported
@@ -201,11 +201,11 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
     # -- scikit-learn conventions (get_params, set_params, clone, repr: BaseEstimator's) --------
     def set_params(self, **params: Any) -> Compactor:
         """Set parameters by scikit-learn's rules (``scorer__cv=3`` sets the scorer's ``cv``);
-        an unknown name is a ``ValueError`` naming it and the known ones."""
+        an unknown name is a ``ParameterError`` naming it and the known ones."""
         names = self._get_param_names()
         for key in params:
             if key.partition("__")[0] not in names:
-                raise ValueError(f"Compactor: unknown parameter {key!r} (known: {', '.join(names)})")
+                raise ParameterError(f"Compactor: unknown parameter {key!r} (known: {', '.join(names)})")
         super().set_params(**params)
         return self
 
@@ -255,12 +255,12 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         if scorer is None:
             scorer = fallback_scorer()
         elif not callable(getattr(scorer, "score", None)):
-            raise ValueError(f"Compactor: parameter 'scorer' must have a score(transcript, query=None) method "
-                             f"(got {_got(scorer)})")
+            raise ParameterTypeError(f"Compactor: parameter 'scorer' must have a score(transcript, query=None) method "
+                                     f"(got {_got(scorer)})")
         try:
             b = check_budget(params["budget"] if budget is None else budget)
         except ValueError as exc:
-            raise ValueError(f"Compactor: {exc}") from None
+            raise ParameterError(f"Compactor: {exc}") from None
         counter_param = params["counter"]
         cache = getattr(self, "_counter_cache", None)
         if cache is not None and cache[0] is counter_param:
@@ -269,7 +269,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             try:
                 counter = as_counter(counter_param)
             except (TypeError, ValueError, SalienceError) as exc:
-                raise ValueError(f"Compactor: parameter 'counter': {exc}") from None
+                raise ParameterError(f"Compactor: parameter 'counter': {exc}") from None
             self._counter_cache = (counter_param, counter)
         policy = check_policy(params["policy"], getattr(self, "_policy_cache", None))
         if isinstance(params["policy"], Mapping) and getattr(self, "_policy_cache", (None, None))[1] is not policy:
@@ -295,7 +295,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         ``phase``: the phase for masking (default: detected). Never modifies ``messages``.
 
         Raises:
-            ValueError: a parameter or argument out of range (the message names it).
+            ParameterError: a parameter or argument out of range (the message names it; also a ValueError).
             TranscriptError: malformed messages. FormatError: mixed formats.
             BudgetError: the system prompt (with ``pin_system``) and what must stay beside it
                 exceed the budget (with ``on_over_budget="raise"``); other pins degrade first.
@@ -303,7 +303,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         """
         cfg = self._config(budget)
         if query is not None and not isinstance(query, str):
-            raise ValueError(f"query must be a str or None (got {_got(query)})")
+            raise ParameterTypeError(f"query must be a str or None (got {_got(query)})")
         caches = self._caches()
         source, fmt = to_transcript(messages, system=system, format=format, cache=caches.messages)
         run = Run(cfg, source, fmt, options=caches.options, messages=caches.messages)
@@ -326,11 +326,11 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         """A :class:`CompactionSession` for an agent loop (prefix-stable compaction)."""
         b = check_budget(self.budget if budget is None else budget)
         if isinstance(trigger, bool) or not isinstance(trigger, (int, float)) or not 0.0 < trigger <= 1.0:
-            raise ValueError(f"session: trigger must be a number in (0, 1] (got {_got(trigger)})")
+            raise ParameterError(f"session: trigger must be a number in (0, 1] (got {_got(trigger)})")
         if isinstance(min_removal, bool) or not (
             (isinstance(min_removal, float) and 0.0 <= min_removal < 1.0)
             or (isinstance(min_removal, (int, np.integer)) and min_removal >= 0)
         ):
-            raise ValueError(f"session: min_removal must be a float in [0, 1) (a share of the budget) or an int >= 0 "
-                             f"(tokens) (got {_got(min_removal)})")
+            raise ParameterError(f"session: min_removal must be a float in [0, 1) (a share of the budget) or an int "
+                                 f">= 0 (tokens) (got {_got(min_removal)})")
         return CompactionSession(self, budget=b, trigger=float(trigger), min_removal=min_removal)

@@ -53,6 +53,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from salience.errors import ParameterError, ParameterTypeError, SalienceError
+
 __all__ = [
     "DROP",
     "FULL",
@@ -82,7 +84,7 @@ _INT64_MAX = np.iinfo(np.int64).max
 ArrayLike = npt.ArrayLike
 
 
-class InfeasibleError(ValueError):
+class InfeasibleError(SalienceError, ValueError):
     """No assignment satisfies the constraints within the budget.
 
     Raised when even the cheapest allowed assignment costs more than the
@@ -160,24 +162,24 @@ def _as_matrix(x: ArrayLike, name: str, n: int | None) -> np.ndarray:
     try:
         a = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
-        raise ValueError(f"{name} must be an array of shape (n, 4) (got {type(x).__name__}: {exc})") from exc
+        raise ParameterError(f"{name} must be an array of shape (n, 4) (got {type(x).__name__}: {exc})") from exc
     want = "(n, 4)" if n is None else f"({n}, 4)"
     if a.ndim != 2 or a.shape[1] != N_OPTIONS or (n is not None and a.shape[0] != n):
-        raise ValueError(f"{name} must have shape {want} (got {a.shape})")
+        raise ParameterError(f"{name} must have shape {want} (got {a.shape})")
     return a
 
 
 def _as_int(x: Any, name: str, *, minimum: int) -> int:
     if isinstance(x, (bool, np.bool_)):
-        raise ValueError(f"{name} must be an integer (got bool {x!r})")
+        raise ParameterTypeError(f"{name} must be an integer (got bool {x!r})")
     if isinstance(x, numbers.Integral):
         v = int(x)
     elif isinstance(x, numbers.Real) and math.isfinite(float(x)) and float(x).is_integer():
         v = int(float(x))
     else:
-        raise ValueError(f"{name} must be an integer (got {type(x).__name__} {x!r})")
+        raise ParameterTypeError(f"{name} must be an integer (got {type(x).__name__} {x!r})")
     if v < minimum:
-        raise ValueError(f"{name} must be >= {minimum} (got {v})")
+        raise ParameterError(f"{name} must be >= {minimum} (got {v})")
     return v
 
 
@@ -195,52 +197,52 @@ def _prepare(
         c = c.astype(np.int64, copy=True)
     elif c.dtype.kind == "f":
         if not np.all(np.isfinite(c)) or not np.all(c == np.round(c)):
-            raise ValueError("costs must be whole numbers of tokens (got non-integral or non-finite floats)")
+            raise ParameterError("costs must be whole numbers of tokens (got non-integral or non-finite floats)")
         c = c.astype(np.int64)
     else:
-        raise ValueError(f"costs must be an integer array (got dtype {c.dtype})")
+        raise ParameterError(f"costs must be an integer array (got dtype {c.dtype})")
     if (c < 0).any():
         i, o = np.argwhere(c < 0)[0]
-        raise ValueError(f"costs must be non-negative (got costs[{i}, {o}] = {c[i, o]})")
+        raise ParameterError(f"costs must be non-negative (got costs[{i}, {o}] = {c[i, o]})")
 
     v = _as_matrix(values, "values", n)
     if v.dtype.kind not in "iuf":
-        raise ValueError(f"values must be a real-valued array (got dtype {v.dtype})")
+        raise ParameterError(f"values must be a real-valued array (got dtype {v.dtype})")
     v = v.astype(np.float64, copy=True)
     if not np.all(np.isfinite(v)):
         i, o = np.argwhere(~np.isfinite(v))[0]
-        raise ValueError(f"values must be finite (got values[{i}, {o}] = {v[i, o]})")
+        raise ParameterError(f"values must be finite (got values[{i}, {o}] = {v[i, o]})")
     if (v < 0).any():
         i, o = np.argwhere(v < 0)[0]
-        raise ValueError(f"values must be non-negative (got values[{i}, {o}] = {v[i, o]})")
+        raise ParameterError(f"values must be non-negative (got values[{i}, {o}] = {v[i, o]})")
 
     if (c[:, DROP] != 0).any():
         i = int(np.flatnonzero(c[:, DROP] != 0)[0])
-        raise ValueError(f"the DROP column of costs must be 0 (got costs[{i}, {DROP}] = {c[i, DROP]})")
+        raise ParameterError(f"the DROP column of costs must be 0 (got costs[{i}, {DROP}] = {c[i, DROP]})")
     if (v[:, DROP] != 0).any():
         i = int(np.flatnonzero(v[:, DROP] != 0)[0])
-        raise ValueError(f"the DROP column of values must be 0 (got values[{i}, {DROP}] = {v[i, DROP]})")
+        raise ParameterError(f"the DROP column of values must be 0 (got values[{i}, {DROP}] = {v[i, DROP]})")
 
     if allowed is None:
         al = np.ones((n, N_OPTIONS), dtype=bool)
     else:
         al = _as_matrix(allowed, "allowed", n)
         if al.dtype != np.bool_:
-            raise ValueError(f"allowed must be a boolean array (got dtype {al.dtype})")
+            raise ParameterError(f"allowed must be a boolean array (got dtype {al.dtype})")
         al = al.copy()
         empty = ~al.any(axis=1)
         if empty.any():
             first = int(np.flatnonzero(empty)[0])
-            raise ValueError(f"allowed must permit at least one option per entry (entry {first} allows none)")
+            raise ParameterError(f"allowed must permit at least one option per entry (entry {first} allows none)")
 
     if parent is None:
         par = np.full(n, -1, dtype=np.int64)
     else:
         par = np.asarray(parent)
         if par.shape != (n,):
-            raise ValueError(f"parent must have shape ({n},) (got {par.shape})")
+            raise ParameterError(f"parent must have shape ({n},) (got {par.shape})")
         if n and par.dtype.kind not in "iu":
-            raise ValueError(f"parent must be an integer array (got dtype {par.dtype})")
+            raise ParameterError(f"parent must be an integer array (got dtype {par.dtype})")
         par = par.astype(np.int64, copy=True)
 
     b = _as_int(budget, "budget", minimum=0)
@@ -250,9 +252,9 @@ def _prepare(
         if p == -1:
             continue
         if not 0 <= p < i:
-            raise ValueError(f"parent[{i}] must be -1 or the index of an earlier entry 0 <= p < {i} (got {p})")
+            raise ParameterError(f"parent[{i}] must be -1 or the index of an earlier entry 0 <= p < {i} (got {p})")
         if par[p] != -1:
-            raise ValueError(
+            raise ParameterError(
                 f"parent[{i}] = {p} points at an entry with parent {int(par[p])}; tool groups must be one level deep"
             )
         children.setdefault(p, []).append(i)
@@ -567,7 +569,7 @@ def solve_greedy(
     ``O(n log n)``.
 
     Raises:
-        ValueError: malformed inputs (the message names the argument).
+        ParameterError: malformed inputs (the message names the argument).
         InfeasibleError: even the cheapest allowed assignment exceeds ``budget``.
     """
     return _solve_greedy(_prepare(costs, values, budget, allowed, parent))
@@ -600,7 +602,7 @@ def solve_exact(
     Memory is about ``max_cells`` bytes plus one byte per capacity per group.
 
     Raises:
-        ValueError: malformed inputs (the message names the argument).
+        ParameterError: malformed inputs (the message names the argument).
         InfeasibleError: even the cheapest allowed assignment exceeds ``budget``.
     """
     prob = _prepare(costs, values, budget, allowed, parent)
@@ -651,11 +653,11 @@ def solve(
         * ``"greedy"`` -- :func:`solve_greedy`.
 
     Raises:
-        ValueError: malformed inputs or an unknown ``method``.
+        ParameterError: malformed inputs or an unknown ``method``.
         InfeasibleError: even the cheapest allowed assignment exceeds ``budget``.
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(repr(m) for m in METHODS)} (got {method!r})")
+        raise ParameterError(f"method must be one of {', '.join(repr(m) for m in METHODS)} (got {method!r})")
     if method == "exact":
         return solve_exact(costs, values, budget, allowed=allowed, parent=parent, max_cells=max_cells)
     if method == "greedy":
@@ -682,11 +684,11 @@ def brute_force(
 
     Returns a most valuable feasible assignment, of least cost among those,
     first in lexicographic order among those (``exact=True``,
-    ``method="brute-force"``). Refuses (ValueError) more than
+    ``method="brute-force"``). Refuses (ParameterError) more than
     ``BRUTE_FORCE_LIMIT`` assignments, i.e. roughly ``n > 10``.
 
     Raises:
-        ValueError: malformed inputs or too many assignments.
+        ParameterError: malformed inputs or too many assignments.
         InfeasibleError: no allowed assignment fits the budget.
     """
     prob = _prepare(costs, values, budget, allowed, parent)
@@ -694,7 +696,7 @@ def brute_force(
     opts: Sequence[np.ndarray] = [np.flatnonzero(prob.allowed[i]) for i in range(n)]
     total = math.prod(len(o) for o in opts)
     if total > BRUTE_FORCE_LIMIT:
-        raise ValueError(f"brute_force enumerates at most {BRUTE_FORCE_LIMIT} assignments (got {total} for n={n})")
+        raise ParameterError(f"brute_force enumerates at most {BRUTE_FORCE_LIMIT} assignments (got {total} for n={n})")
     if n == 0:
         combos = np.zeros((1, 0), dtype=np.int64)
     else:

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from salience.errors import describe
+from salience.errors import ParameterError, ParameterTypeError, describe
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import Entry, Transcript
 
@@ -123,14 +123,14 @@ class Limit:
         elif isinstance(best, int) and not isinstance(best, bool) and 0 <= best <= 3:
             best = Option(best)
         if not isinstance(best, Option) or best is Option.DROP:
-            raise ValueError(
+            raise ParameterError(
                 f"Limit: field 'best' must be Option.FULL, Option.TRIM or Option.STUB (got {_got(self.best)})"
             )
         object.__setattr__(self, "best", best)
         share = self.share
         if share is not None:
             if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
-                raise ValueError(f"Limit: field 'share' must be a number in (0, 1] or None (got {_got(share)})")
+                raise ParameterError(f"Limit: field 'share' must be a number in (0, 1] or None (got {_got(share)})")
             object.__setattr__(self, "share", float(share))
 
 
@@ -146,7 +146,7 @@ def _as_limit(value: LimitLike, where: str) -> Limit:
             return Limit(*value)
         return Limit(value)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
-        raise ValueError(
+        raise ParameterError(
             f"PhasePolicy: {where} must be a Limit, an Option or (best, share) (got {_got(value)}): {exc}"
         ) from None
 
@@ -156,7 +156,7 @@ def _as_phase(value: Phase | str, where: str) -> Phase:
         return value if isinstance(value, Phase) else Phase(value)
     except ValueError:
         allowed = ", ".join(repr(p.value) for p in Phase)
-        raise ValueError(f"{where} must be a Phase, one of {allowed} (got {_got(value)})") from None
+        raise ParameterError(f"{where} must be a Phase, one of {allowed} (got {_got(value)})") from None
 
 
 def _as_type(value: ToolType | str, where: str) -> ToolType:
@@ -164,7 +164,7 @@ def _as_type(value: ToolType | str, where: str) -> ToolType:
         return value if isinstance(value, ToolType) else ToolType(value)
     except ValueError:
         allowed = ", ".join(repr(t.value) for t in ToolType)
-        raise ValueError(f"{where} must be a ToolType, one of {allowed} (got {_got(value)})") from None
+        raise ParameterError(f"{where} must be a ToolType, one of {allowed} (got {_got(value)})") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,16 +197,16 @@ class PhasePolicy:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"PhasePolicy: field 'name' must be a non-empty str (got {_got(self.name)})")
+            raise ParameterError(f"PhasePolicy: field 'name' must be a non-empty str (got {_got(self.name)})")
         if not isinstance(self.rules, Mapping) or not self.rules:
-            raise ValueError(
+            raise ParameterError(
                 f"PhasePolicy {self.name!r}: field 'rules' must be a non-empty mapping (got {_got(self.rules)})"
             )
         rules: dict[Phase, Mapping[ToolType, Limit]] = {}
         for phase, per_type in self.rules.items():
             ph = _as_phase(phase, f"PhasePolicy {self.name!r}: a key of 'rules'")
             if not isinstance(per_type, Mapping):
-                raise ValueError(
+                raise ParameterTypeError(
                     f"PhasePolicy {self.name!r}: rules[{ph.value!r}] must be a mapping tool type -> limit "
                     f"(got {_got(per_type)})"
                 )
@@ -217,26 +217,28 @@ class PhasePolicy:
             })
         object.__setattr__(self, "rules", MappingProxyType(rules))
         if not isinstance(self.signals, Mapping):
-            raise ValueError(f"PhasePolicy {self.name!r}: field 'signals' must be a mapping (got {_got(self.signals)})")
+            raise ParameterTypeError(
+                f"PhasePolicy {self.name!r}: field 'signals' must be a mapping (got {_got(self.signals)})"
+            )
         signals = {}
         for phase, types in self.signals.items():
             ph = _as_phase(phase, f"PhasePolicy {self.name!r}: a key of 'signals'")
             if ph not in rules:
-                raise ValueError(f"PhasePolicy {self.name!r}: signals name phase {ph.value!r}, which has no rules")
+                raise ParameterError(f"PhasePolicy {self.name!r}: signals name phase {ph.value!r}, which has no rules")
             if isinstance(types, (str, ToolType)) or not isinstance(types, Iterable):
-                raise ValueError(
+                raise ParameterTypeError(
                     f"PhasePolicy {self.name!r}: signals[{ph.value!r}] must be a set of tool types (got {_got(types)})"
                 )
             signals[ph] = frozenset(_as_type(t, f"PhasePolicy {self.name!r}: signals[{ph.value!r}]") for t in types)
         object.__setattr__(self, "signals", MappingProxyType(signals))
         default = _as_phase(self.default, f"PhasePolicy {self.name!r}: field 'default'")
         if default not in rules:
-            raise ValueError(
+            raise ParameterError(
                 f"PhasePolicy {self.name!r}: field 'default' must be one of its phases (got {default.value!r})"
             )
         object.__setattr__(self, "default", default)
         if not isinstance(self.after_user, Mapping):
-            raise ValueError(
+            raise ParameterTypeError(
                 f"PhasePolicy {self.name!r}: field 'after_user' must be a mapping (got {_got(self.after_user)})"
             )
         after = {}
@@ -244,15 +246,17 @@ class PhasePolicy:
             pa = _as_phase(a, f"PhasePolicy {self.name!r}: a key of 'after_user'")
             pb = _as_phase(b, f"PhasePolicy {self.name!r}: after_user[{pa.value!r}]")
             if pa not in rules or pb not in rules:
-                raise ValueError(
+                raise ParameterError(
                     f"PhasePolicy {self.name!r}: after_user maps {pa.value!r} to {pb.value!r}; both need rules"
                 )
             after[pa] = pb
         object.__setattr__(self, "after_user", MappingProxyType(after))
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ValueError(f"PhasePolicy {self.name!r}: field 'window' must be an int >= 1 (got {_got(self.window)})")
+            raise ParameterError(
+                f"PhasePolicy {self.name!r}: field 'window' must be an int >= 1 (got {_got(self.window)})"
+            )
         if not isinstance(self.tool_types, Mapping):
-            raise ValueError(
+            raise ParameterTypeError(
                 f"PhasePolicy {self.name!r}: field 'tool_types' must be a mapping (got {_got(self.tool_types)})"
             )
         object.__setattr__(self, "tool_types", MappingProxyType({
@@ -300,11 +304,11 @@ class PhasePolicy:
         return per_type.get(kind) or per_type.get(ToolType.OTHER) or _FULL
 
     def check_phase(self, phase: Phase | str) -> Phase:
-        """``phase`` as a :class:`Phase` of this policy, or ``ValueError`` naming the allowed ones."""
+        """``phase`` as a :class:`Phase` of this policy, or ``ParameterError`` naming the allowed ones."""
         ph = _as_phase(phase, "phase")
         if ph not in self.rules:
             allowed = ", ".join(repr(p.value) for p in self.rules)
-            raise ValueError(f"phase must be one of policy {self.name!r}'s phases, {allowed} (got {ph.value!r})")
+            raise ParameterError(f"phase must be one of policy {self.name!r}'s phases, {allowed} (got {ph.value!r})")
         return ph
 
     def replace(self, **changes: Any) -> PhasePolicy:
@@ -341,16 +345,18 @@ class PhasePolicy:
     def from_dict(cls, data: Mapping[str, Any]) -> PhasePolicy:
         """A policy from plain data as :meth:`as_dict` writes it (``name`` and ``rules``
         required, the other fields optional). A limit may be an option name (``"trim"``)
-        or ``[best, share]``. Unknown keys and bad values are a ``ValueError`` naming them.
+        or ``[best, share]``. Unknown keys and bad values are a ``ParameterError`` naming them.
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"PhasePolicy.from_dict: expected a mapping of the policy's fields (got {_got(data)})")
+            raise ParameterTypeError(
+                f"PhasePolicy.from_dict: expected a mapping of the policy's fields (got {_got(data)})"
+            )
         unknown = sorted(str(k) for k in data if k not in cls._FIELDS)
         if unknown:
-            raise ValueError(f"PhasePolicy.from_dict: unknown keys {unknown} (allowed: {', '.join(cls._FIELDS)})")
+            raise ParameterError(f"PhasePolicy.from_dict: unknown keys {unknown} (allowed: {', '.join(cls._FIELDS)})")
         missing = [k for k in ("name", "rules") if k not in data]
         if missing:
-            raise ValueError(f"PhasePolicy.from_dict: missing {' and '.join(repr(k) for k in missing)}")
+            raise ParameterError(f"PhasePolicy.from_dict: missing {' and '.join(repr(k) for k in missing)}")
         return cls(**{str(k): v for k, v in data.items()})
 
     # -- defaults -------------------------------------------------------------
@@ -427,7 +433,7 @@ class PhasePolicy:
         if name is None:
             return cls.chat()
         if not isinstance(name, str):
-            raise ValueError(f"domain name must be a str or None (got {_got(name)})")
+            raise ParameterTypeError(f"domain name must be a str or None (got {_got(name)})")
         key = name.lower()
         if any(w in key for w in ("swe", "code", "coding", "program", "software", "repo")):
             return cls.coding()
@@ -548,11 +554,11 @@ def mask_options(
     costs = np.asarray(costs)
     n = len(transcript.entries)
     if allowed.shape != (n, 4) or costs.shape != (n, 4):
-        raise ValueError(f"allowed and costs must have shape ({n}, 4) (got {allowed.shape} and {costs.shape})")
+        raise ParameterError(f"allowed and costs must have shape ({n}, 4) (got {allowed.shape} and {costs.shape})")
     exempt_arr = np.asarray(exempt, dtype=bool)
     score_arr = np.asarray(scores, dtype=float)
     if exempt_arr.shape != (n,) or score_arr.shape != (n,):
-        raise ValueError(f"exempt and scores must have shape ({n},) (got {exempt_arr.shape} and {score_arr.shape})")
+        raise ParameterError(f"exempt and scores must have shape ({n},) (got {exempt_arr.shape} and {score_arr.shape})")
     if not policy.masks:
         return allowed
     kinds = tool_types(transcript, policy)

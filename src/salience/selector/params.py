@@ -2,8 +2,9 @@
 
 :class:`~salience.selector.compactor.Compactor` stores its parameters as given
 (scikit-learn's rule); :func:`make_config` checks them when a compaction runs and
-gives the :class:`Config` every later step reads. A bad value is a ``ValueError``
-whose message names the parameter, what was expected and what came.
+gives the :class:`Config` every later step reads. A bad value is a
+:class:`~salience.errors.ParameterError` (a ``ValueError``) whose message names the
+parameter, what was expected and what came.
 
 A profile (:func:`load_profile`) holds tuned values for any of :data:`PROFILE_KEYS`;
 a profile value applies where the parameter was left at its default
@@ -14,7 +15,7 @@ a profile value applies where the parameter was left at its default
 >>> check_budget(0)
 Traceback (most recent call last):
 ...
-ValueError: budget must be a positive int number of tokens (got 0 that is a int)
+salience.errors.ParameterError: budget must be a positive int number of tokens (got 0 that is a int)
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from salience.errors import describe
+from salience.errors import ParameterError, ParameterTypeError, describe
 from salience.selector import knapsack
 from salience.selector.masking import PhasePolicy
 from salience.tokens import TokenCounter
@@ -81,7 +82,7 @@ def _check_int(name: str, value: Any, *, minimum: int, none: bool = False) -> in
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         what = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        raise ValueError(
+        raise ParameterError(
             f"Compactor: parameter {name!r} must be {what}{' or None' if none else ''} (got {_got(value)})"
         )
     return int(value)
@@ -89,14 +90,14 @@ def _check_int(name: str, value: Any, *, minimum: int, none: bool = False) -> in
 
 def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"Compactor: parameter {name!r} must be a bool (got {_got(value)})")
+        raise ParameterTypeError(f"Compactor: parameter {name!r} must be a bool (got {_got(value)})")
     return bool(value)
 
 
 def check_budget(value: Any, name: str = "budget") -> int:
-    """``value`` as a positive int token budget, else ``ValueError`` saying what came."""
+    """``value`` as a positive int token budget, else ``ParameterError`` saying what came."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int number of tokens (got {_got(value)})")
+        raise ParameterError(f"{name} must be a positive int number of tokens (got {_got(value)})")
     return int(value)
 
 
@@ -105,7 +106,7 @@ def load_profile(profile: Any) -> Mapping[str, Any]:
     JSON file holding one (the parameters at its top level, or under a ``"compactor"``
     key as ``salience tune`` and :meth:`TuneResult.profile
     <salience.training.tune.TuneResult.profile>` write them), or None (no parameters).
-    Unknown keys and unreadable files are a ``ValueError`` naming them; the values are
+    Unknown keys and unreadable files are a ``ParameterError`` naming them; the values are
     checked when the compactor runs.
     """
     if profile is None:
@@ -115,17 +116,17 @@ def load_profile(profile: Any) -> Mapping[str, Any]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"Compactor: parameter 'profile' names {str(path)!r}, which is not a readable JSON "
-                             f"file ({type(exc).__name__}: {exc})") from None
+            raise ParameterError(f"Compactor: parameter 'profile' names {str(path)!r}, which is not a readable JSON "
+                                 f"file ({type(exc).__name__}: {exc})") from None
         profile = data
     if isinstance(profile, Mapping) and isinstance(profile.get("compactor"), Mapping):
         profile = profile["compactor"]
     if not isinstance(profile, Mapping):
-        raise ValueError(f"Compactor: parameter 'profile' must be a mapping of parameters, a JSON file path or None "
-                         f"(got {_got(profile)})")
+        raise ParameterTypeError(f"Compactor: parameter 'profile' must be a mapping of parameters, a JSON file path or "
+                                 f"None (got {_got(profile)})")
     unknown = sorted(str(k) for k in profile if k not in PROFILE_KEYS)
     if unknown:
-        raise ValueError(
+        raise ParameterError(
             f"Compactor: parameter 'profile' has unknown keys {unknown} (allowed: {', '.join(PROFILE_KEYS)})"
         )
     return profile
@@ -148,9 +149,9 @@ def check_policy(value: Any, cache: tuple[Any, PhasePolicy | None] | None) -> Ph
         try:
             return PhasePolicy.from_dict(value)
         except ValueError as exc:
-            raise ValueError(f"Compactor: parameter 'policy': {exc}") from None
-    raise ValueError(f"Compactor: parameter 'policy' must be a PhasePolicy, a domain name, a mapping as "
-                     f"PhasePolicy.as_dict() writes it, or None (got {_got(value)})")
+            raise ParameterError(f"Compactor: parameter 'policy': {exc}") from None
+    raise ParameterTypeError(f"Compactor: parameter 'policy' must be a PhasePolicy, a domain name, a mapping as "
+                             f"PhasePolicy.as_dict() writes it, or None (got {_got(value)})")
 
 
 def is_default(current: Any, default: Any) -> bool:
@@ -168,20 +169,20 @@ def _check_retain(value: Any) -> tuple[float, float, float, float]:
     if value is None:
         value = DEFAULT_RETAIN
     if not isinstance(value, Mapping):
-        raise ValueError(
+        raise ParameterTypeError(
             f"Compactor: parameter 'retain' must be a mapping with keys 'trim' and 'stub', or None (got {_got(value)})"
         )
     unknown = sorted(str(k) for k in value if k not in ("trim", "stub"))
     if unknown:
-        raise ValueError(f"Compactor: parameter 'retain' has unknown keys {unknown} (allowed: 'trim', 'stub')")
+        raise ParameterError(f"Compactor: parameter 'retain' has unknown keys {unknown} (allowed: 'trim', 'stub')")
     trim = value.get("trim", DEFAULT_RETAIN["trim"])
     stub = value.get("stub", DEFAULT_RETAIN["stub"])
     for key, v in (("trim", trim), ("stub", stub)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < v <= 1.0:
-            raise ValueError(f"Compactor: parameter 'retain[{key!r}]' must be a number in (0, 1] (got {_got(v)})")
+            raise ParameterError(f"Compactor: parameter 'retain[{key!r}]' must be a number in (0, 1] (got {_got(v)})")
     if stub > trim:
-        raise ValueError(f"Compactor: parameter 'retain' must keep at least as much for 'trim' as for 'stub' "
-                         f"(got trim={trim}, stub={stub})")
+        raise ParameterError(f"Compactor: parameter 'retain' must keep at least as much for 'trim' as for 'stub' "
+                             f"(got trim={trim}, stub={stub})")
     return (1.0, float(trim), float(stub), 0.0)
 
 
@@ -193,7 +194,7 @@ def make_config(
     critical = params["critical"]
     if critical is not None and (isinstance(critical, bool) or not isinstance(critical, (int, float))
                                  or not 0.0 < critical <= 1.0):
-        raise ValueError(
+        raise ParameterError(
             f"Compactor: parameter 'critical' must be a number in (0, 1] or None (got {_got(critical)})"
         )
     trim_keep = params["trim_keep"]
@@ -201,16 +202,16 @@ def make_config(
         (isinstance(trim_keep, float) and 0.0 < trim_keep < 1.0)
         or (isinstance(trim_keep, (int, np.integer)) and trim_keep >= 1)
     ):
-        raise ValueError(f"Compactor: parameter 'trim_keep' must be a float in (0, 1) (a share of the entry) or an "
-                         f"int >= 1 (tokens) (got {_got(trim_keep)})")
+        raise ParameterError(f"Compactor: parameter 'trim_keep' must be a float in (0, 1) (a share of the entry) or an "
+                             f"int >= 1 (tokens) (got {_got(trim_keep)})")
     solver = params["solver"]
     if solver not in knapsack.METHODS:
-        raise ValueError(f"Compactor: parameter 'solver' must be one of "
-                         f"{', '.join(repr(m) for m in knapsack.METHODS)} (got {_got(solver)})")
+        raise ParameterError(f"Compactor: parameter 'solver' must be one of "
+                             f"{', '.join(repr(m) for m in knapsack.METHODS)} (got {_got(solver)})")
     on_over = params["on_over_budget"]
     if on_over not in ON_OVER_BUDGET:
-        raise ValueError(f"Compactor: parameter 'on_over_budget' must be one of "
-                         f"{', '.join(repr(m) for m in ON_OVER_BUDGET)} (got {_got(on_over)})")
+        raise ParameterError(f"Compactor: parameter 'on_over_budget' must be one of "
+                             f"{', '.join(repr(m) for m in ON_OVER_BUDGET)} (got {_got(on_over)})")
     return Config(
         scorer=scorer,
         budget=budget,

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from salience.errors import ParameterKeyError
 from salience.messages.dispatch import render
 from salience.selector import knapsack
 from salience.selector.masking import Option, Phase
@@ -93,14 +94,14 @@ class Compaction:
         Whatever their tool group needs comes back too: restoring a dropped tool
         result restores its call and the call's other results; restoring a dropped
         call restores its results. Ids of entries that were kept are ignored; an id
-        that names no entry of the input is a ``KeyError``.
+        that names no entry of the input is a :class:`~salience.errors.ParameterKeyError` (a ``KeyError``).
         """
         if isinstance(ids, str):
             ids = [ids]
         known = {e.id: i for i, e in enumerate(self.source.entries)}
         unknown = [x for x in ids if x not in known]
         if unknown:
-            raise KeyError(f"restore: no entry with id {unknown[0]!r} in the input (of {len(known)} entries)")
+            raise ParameterKeyError(f"restore: no entry with id {unknown[0]!r} in the input (of {len(known)} entries)")
         result = {e.id: e for e in self.transcript.entries}
         wanted = {x for x in ids if x in self.archive}
         entries = self.source.entries

@@ -11,6 +11,7 @@ import hashlib
 import math
 from collections.abc import Iterable
 
+from salience.errors import ParameterError, ParameterTypeError
 from salience.transcript import Transcript
 
 __all__ = ["group_key", "split_transcripts"]
@@ -51,10 +52,10 @@ def split_transcripts(
     >>> train, test = split_transcripts(ts, 0.33, seed=0)
     >>> len(train), len(test)
     (4, 2)
-    >>> split_transcripts(ts, 1.5)
+    >>> split_transcripts(ts, 1.5)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: split_transcripts: test_size must be a share in (0, 1) or a number of groups >= 1 (got 1.5)
+    salience.errors.ParameterError: split_transcripts: test_size must be a share in (0, 1) or ... (got 1.5)
     """
     items = list(transcripts)
     bad = isinstance(test_size, bool) or not isinstance(test_size, (int, float))
@@ -63,11 +64,11 @@ def split_transcripts(
     elif not bad:
         bad = test_size < 1
     if bad:
-        raise ValueError(
+        raise ParameterError(
             f"split_transcripts: test_size must be a share in (0, 1) or a number of groups >= 1 (got {test_size!r})"
         )
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"split_transcripts: seed must be an int (got {seed!r})")
+        raise ParameterTypeError(f"split_transcripts: seed must be an int (got {seed!r})")
     keys = [group_key(t) for t in items]
     groups = list(dict.fromkeys(keys))
     g = len(groups)

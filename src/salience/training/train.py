@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from salience.errors import ScorerError
+from salience.errors import ParameterError, ScorerError
 from salience.scorer.model import ImportanceScorer
 from salience.transcript import Transcript
 
@@ -109,7 +109,7 @@ def train_scorer(
     started = time.perf_counter()
     note = progress or (lambda stage, done, total: None)
     if not 0.0 <= test_split < 1.0:
-        raise ValueError(f"test_split must be in [0, 1) (got {test_split!r})")
+        raise ParameterError(f"test_split must be in [0, 1) (got {test_split!r})")
     note("labelling", 0, 1)
     data, labeled = prepare_transcripts(transcripts, domain=domain, mode=label_mode)
     note("labelling", 1, 1)

@@ -105,7 +105,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from salience._version import __version__
-from salience.errors import BudgetError, SalienceError
+from salience.errors import BudgetError, ParameterError, ParameterTypeError, SalienceError
 from salience.tokens import TokenCounter, as_counter
 from salience.transcript import Transcript
 
@@ -553,8 +553,8 @@ def _check_int(name: str, value: Any, minimum: int, *, none: bool = False) -> in
     if value is None and none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"tune_profile: {name} must be an int >= {minimum}{' or None' if none else ''} "
-                         f"(got {value!r})")
+        raise ParameterError(f"tune_profile: {name} must be an int >= {minimum}{' or None' if none else ''} "
+                             f"(got {value!r})")
     return int(value)
 
 
@@ -601,7 +601,7 @@ def tune_profile(
     ``progress(description, done, total)`` is called as steps are scored.
 
     Raises:
-        ValueError: a parameter out of range (the message names it).
+        ParameterError: a parameter out of range (the message names it; also a ValueError).
         SalienceError: nothing to measure (no step reuses an earlier non-system value,
             no query lists evidence), or the chosen ``metric`` has no data.
         ScorerError: the scorer's scores are malformed.
@@ -611,18 +611,18 @@ def tune_profile(
 
     started = time.perf_counter()
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < float(target) <= 1.0:
-        raise ValueError(f"tune_profile: target must be a share of the tokens in (0, 1] (got {target!r})")
+        raise ParameterError(f"tune_profile: target must be a share of the tokens in (0, 1] (got {target!r})")
     target = float(target)
     trials = _check_int("trials", trials, 1)  # type: ignore[assignment]
     folds = _check_int("folds", folds, 1)  # type: ignore[assignment]
     max_steps = _check_int("max_steps", max_steps, 1, none=True)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"tune_profile: seed must be an int (got {seed!r})")
+        raise ParameterTypeError(f"tune_profile: seed must be an int (got {seed!r})")
     if metric not in METRICS:
-        raise ValueError(f"tune_profile: metric must be one of {', '.join(map(repr, METRICS))} (got {metric!r})")
+        raise ParameterError(f"tune_profile: metric must be one of {', '.join(map(repr, METRICS))} (got {metric!r})")
     if not callable(getattr(scorer, "score", None)):
-        raise ValueError(f"tune_profile: scorer must have a score(transcript, query=None) method "
-                         f"(got a {type(scorer).__name__})")
+        raise ParameterTypeError(f"tune_profile: scorer must have a score(transcript, query=None) method "
+                                 f"(got a {type(scorer).__name__})")
     items = list(transcripts)
     if not items:
         raise SalienceError("tune_profile: no transcripts to tune on")
