@@ -1,0 +1,414 @@
+"""Where the scorer never trained: leave one data set out (issue #14, item 1).
+
+For each of the five shared tool-use sets (tau-bench airline, MINT, SWE-agent,
+ToolTalk, API-Bank), a scorer is trained the way the README trains the bundled
+default (``salience train <the other four> data/ --no-track --no-embeddings``: the
+same ``train_scorer`` call, seed, 25% held-out split and features, without its
+benchmark, which does not change the model) and evaluated on the set left out:
+
+* ``salience``: ``Compactor(scorer=<that scorer>)`` with no other parameter, what a
+  user gets, called on the OpenAI message list as a user calls it;
+* ``default (in-domain)``: ``Compactor(scorer=default_scorer())``; the bundled scorer
+  trained on every set, so this row is not unseen;
+* the baselines of :mod:`salience.bench.independent`, each running as itself: the
+  sliding window, value-stub masking, keep-last-10 observation masking, keep-last-3
+  tool results.
+
+Budgets are the system prompt plus 10% and 25% of the other tokens (``--fractions``).
+Figures (:func:`salience.bench.independent.evaluate`): the independent reference
+recall (micro and macro), ours (``salience bench``'s definition), the user-given
+values, code support and actions kept (SWE-agent and MINT are where those mean
+something), ``BudgetError`` and over-budget counts. The trained scorers are cached
+under ``benchmarks/out/lodo/``, keyed by a hash of the training files, the scorer
+and training sources and the training parameters (``--retrain`` forces a new one).
+
+Prints a table per held-out domain, one per figure across domains with the mean and
+the worst, and salience minus the window per domain; writes everything to
+``benchmarks/out/unseen.json``. ``--track`` logs each held-out scorer's training run
+and its unseen figures to MLflow (``salience.training.tracking``). Not part of the
+tests. From the repository root::
+
+    python benchmarks/bench_unseen.py [--data ../shared/data] [--max-steps 6] [--domains mint,swe-agent]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+try:
+    import salience
+except ImportError:  # running from a checkout without installing
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    import salience
+
+from rich.console import Console
+from rich.table import Table
+
+from salience import Compactor, ImportanceScorer, Transcript, default_scorer, load_transcripts
+from salience.bench.independent import IndependentReport, baseline_selectors, compactor_selector, evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+DOMAINS = ("tau-bench-airline", "mint", "swe-agent", "tooltalk", "api-bank")
+OUT = ROOT / "benchmarks" / "out"
+#: What the README's retraining command sets (salience train's defaults, --no-embeddings).
+TRAIN_PARAMS: Mapping[str, Any] = {"seed": 0, "test_split": 0.25, "cv": 3, "label_mode": "auto", "embeddings": False}
+#: The sources whose change retrains the held-out scorers.
+SOURCES = ("src/salience/scorer", "src/salience/training/train.py")
+SALIENCE = "salience"
+DEFAULT = "default (in-domain)"
+WINDOW = "window"
+
+console = Console(width=160)
+
+
+def note(text: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
+
+
+# --------------------------------------------------------------------------
+# training, cached
+# --------------------------------------------------------------------------
+
+
+def _files(paths: Iterable[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out.extend(f for f in sorted(p.rglob("*")) if f.is_file() and "__pycache__" not in f.parts)
+        elif p.is_file():
+            out.append(p)
+    return out
+
+
+def training_key(inputs: Sequence[Path]) -> str:
+    """A hash of the training files, the scorer and training sources, the parameters and the version."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"params": dict(TRAIN_PARAMS), "version": salience.__version__}, sort_keys=True).encode())
+    for base, files in (("data", _files(inputs)), ("src", _files(ROOT / s for s in SOURCES))):
+        for f in files:
+            h.update(f"{base}:{f.name}:{f.stat().st_size}\0".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def train_lodo(held_out: str, data: Path, retrain: bool) -> tuple[ImportanceScorer, dict[str, Any]]:
+    """The scorer trained without ``held_out``: loaded from the cache, or trained and cached."""
+    from salience.scorer.features import FeatureExtractor
+    from salience.training.train import train_scorer
+
+    inputs = [data / d for d in DOMAINS if d != held_out] + [ROOT / "data"]
+    key = training_key(inputs)
+    path = OUT / "lodo" / f"without-{held_out}-{key}.salience"
+    info: dict[str, Any] = {"held_out": held_out, "inputs": [str(p) for p in inputs], "key": key, "path": str(path)}
+    if path.exists() and not retrain:
+        started = time.perf_counter()
+        scorer = ImportanceScorer.load(path)
+        info.update(cached=True, seconds=round(time.perf_counter() - started, 2))
+        note(f"[{held_out}] scorer from the cache ({path.name}, {info['seconds']} s)")
+        return scorer, info
+    started = time.perf_counter()
+    transcripts = load_transcripts([str(p) for p in inputs])
+    note(f"[{held_out}] training on {len(transcripts):,} transcripts from {', '.join(p.name for p in inputs)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = ImportanceScorer(features=FeatureExtractor(use_embeddings=TRAIN_PARAMS["embeddings"]),
+                             cv=TRAIN_PARAMS["cv"], random_state=TRAIN_PARAMS["seed"])
+    report = train_scorer(transcripts, out=path, seed=TRAIN_PARAMS["seed"], test_split=TRAIN_PARAMS["test_split"],
+                          scorer=model, label_mode=TRAIN_PARAMS["label_mode"], cv=TRAIN_PARAMS["cv"], bench=False)
+    info.update(cached=False, seconds=round(time.perf_counter() - started, 1), n_train=report.n_train,
+                n_test=report.n_test, cv_metrics=report.cv_metrics)
+    note(f"[{held_out}] trained in {info['seconds']} s on {report.n_train:,} transcripts; wrote {path.name}")
+    return report.scorer, info
+
+
+# --------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------
+
+#: (key, title, getter) of each figure reported.
+FIGURES: tuple[tuple[str, str], ...] = (
+    ("independent_micro", "independent reference recall (micro)"),
+    ("independent_macro", "independent reference recall (macro, per step)"),
+    ("ours_micro", "ours: salience bench's reference recall (micro)"),
+    ("user_given_micro", "user-given values (independent, micro)"),
+    ("code_micro", "code support: copied lines and paths visible (micro)"),
+    ("actions_kept", "actions kept whole (share of the history's actions)"),
+    ("fewer_actions", "steps where fewer actions were kept than by the window"),
+    ("budget_errors", "BudgetErrors (selector calls)"),
+    ("over_budget", "outputs over budget (selector calls)"),
+)
+COUNTS = {"fewer_actions", "budget_errors", "over_budget"}
+
+
+def figure(result: Mapping[str, Any], key: str) -> float:
+    """One figure of a result dict (``MethodResult.to_dict()``); ``nan`` where undefined."""
+    value: Any
+    if key == "actions_kept":
+        value = result["actions"]["share"]
+    elif key == "fewer_actions":
+        value = result["actions"]["fewer_than_reference"] if result["actions"]["steps"] else None
+    elif key in ("budget_errors", "over_budget"):
+        value = result[key]
+    else:
+        name, _, kind = key.rpartition("_")
+        value = result[name][kind]
+    return math.nan if value is None else float(value)
+
+
+def cell(value: float, key: str) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:,.0f}" if key in COUNTS else f"{value:.3f}"
+
+
+def pct(fraction: float) -> str:
+    return f"{100 * fraction:g}%"
+
+
+def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[float]) -> Table:
+    meta = report["meta"]
+    table = Table(title=f"held out: {domain}", title_justify="left", caption_justify="left",
+                  caption=f"{report['steps']:,} steps measured ({meta['independent_steps']:,} with independent "
+                          f"references, {meta['ours_steps']:,} with ours, {meta['code_steps']:,} with code support) "
+                          f"from {meta['transcripts']:,} transcripts; cells: "
+                          + " / ".join(pct(f) for f in fractions))
+    table.add_column("method", no_wrap=True)
+    short = {"independent_micro": "indep.", "independent_macro": "indep.\nmacro", "ours_micro": "ours",
+             "user_given_micro": "user-\ngiven", "code_micro": "code\nsupport", "actions_kept": "actions\nkept",
+             "fewer_actions": "fewer\nactions", "budget_errors": "Budget-\nErrors", "over_budget": "over\nbudget"}
+    for key, _ in FIGURES:
+        table.add_column(short[key], justify="right", no_wrap=True)
+    by = _by_method(report)
+    for method, results in by.items():
+        cells = [" / ".join(cell(figure(results[f], key), key) for f in fractions) for key, _ in FIGURES]
+        table.add_row(method, *cells, style="bold" if method == SALIENCE else None)
+    table.add_row("refs (steps)", *[
+        " / ".join(f"{_refs(next(iter(by.values()))[f], key)}" for f in fractions[:1])
+        for key, _ in FIGURES], style="dim")
+    return table
+
+
+def _refs(result: Mapping[str, Any], key: str) -> str:
+    name = key.rpartition("_")[0]
+    if name in ("independent", "ours", "user_given", "code"):
+        r = result[name]
+        return f"{r['refs']:,} ({r['steps']:,})"
+    if key == "actions_kept":
+        return f"{result['actions']['total']:,} ({result['actions']['steps']:,})"
+    return f"{result['calls']:,} calls"
+
+
+def _by_method(report: Mapping[str, Any]) -> dict[str, dict[float, Mapping[str, Any]]]:
+    out: dict[str, dict[float, Mapping[str, Any]]] = {}
+    for r in report["results"]:
+        out.setdefault(r["method"], {})[r["fraction"]] = r
+    return out
+
+
+def summarise(reports: Mapping[str, Mapping[str, Any]], fractions: Sequence[float]) -> dict[str, Any]:
+    """Per figure, method and fraction: the value per domain, the mean and the worst over
+    the domains where it is defined; and salience minus the window, per domain, mean, worst."""
+    out: dict[str, Any] = {}
+    methods = list(dict.fromkeys(m for rep in reports.values() for m in _by_method(rep)))
+    for key, _ in FIGURES:
+        fig: dict[str, Any] = {}
+        for method in methods:
+            per_f: dict[str, Any] = {}
+            for f in fractions:
+                values = {d: figure(_by_method(rep)[method][f], key) for d, rep in reports.items()
+                          if method in _by_method(rep)}
+                finite = [v for v in values.values() if math.isfinite(v)]
+                worst = (max if key in COUNTS else min)(finite) if finite else math.nan
+                per_f[str(f)] = {"domains": {d: _json(v) for d, v in values.items()},
+                                 "mean": _json(sum(finite) / len(finite) if finite else math.nan),
+                                 "worst": _json(worst),
+                                 "worst_domain": next((d for d, v in values.items() if v == worst), None)}
+            fig[method] = per_f
+        if key not in COUNTS and SALIENCE in fig and WINDOW in fig:
+            delta: dict[str, Any] = {}
+            for f in fractions:
+                s, w = fig[SALIENCE][str(f)]["domains"], fig[WINDOW][str(f)]["domains"]
+                diffs = {d: s[d] - w[d] for d in s if s[d] is not None and w.get(d) is not None}
+                delta[str(f)] = {"domains": diffs,
+                                 "mean": sum(diffs.values()) / len(diffs) if diffs else None,
+                                 "worst": min(diffs.values()) if diffs else None,
+                                 "worst_domain": min(diffs, key=lambda d: diffs[d]) if diffs else None}
+            fig["salience_minus_window"] = delta
+        out[key] = fig
+    return out
+
+
+def _json(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Sequence[str],
+                  fractions: Sequence[float]) -> Table:
+    fig = summary[key]
+    worst_word = "most" if key in COUNTS else "worst"
+    table = Table(title=f"{title}: per held-out domain, mean and {worst_word}", title_justify="left",
+                  caption="cells: " + " / ".join(pct(f) for f in fractions), caption_justify="left")
+    table.add_column("method", no_wrap=True)
+    for d in domains:
+        table.add_column(d, justify="right", no_wrap=True)
+    table.add_column("mean", justify="right", no_wrap=True)
+    table.add_column(worst_word, justify="right", no_wrap=True)
+
+    def fmt(v: Any) -> str:
+        return cell(math.nan if v is None else float(v), key)
+
+    def signed(v: Any) -> str:
+        return "-" if v is None else f"{v:+.3f}"
+
+    for method, per_f in fig.items():
+        delta = method == "salience_minus_window"
+        show = signed if delta else fmt
+        row = [" / ".join(show(per_f[str(f)]["domains"].get(d)) for f in fractions) for d in domains]
+        row.append(" / ".join(show(per_f[str(f)]["mean"]) for f in fractions))
+        row.append(" / ".join(show(per_f[str(f)]["worst"]) for f in fractions))
+        table.add_row("salience − window" if delta else method, *row,
+                      style="bold" if method in (SALIENCE, "salience_minus_window") else None)
+    return table
+
+
+# --------------------------------------------------------------------------
+# tracking
+# --------------------------------------------------------------------------
+
+
+def track(scorer: ImportanceScorer, info: Mapping[str, Any], report: IndependentReport,
+          fractions: Sequence[float], max_steps: int | None) -> str | None:
+    """Log the held-out scorer's training run, with its unseen figures, and register it."""
+    from salience.training.tracking import log_training_run
+
+    metrics = {f"train_{k}": float(v) for k, v in (info.get("cv_metrics") or {}).items()
+               if isinstance(v, (int, float)) and math.isfinite(v)}
+    metrics.update(report.metrics(prefix="unseen_"))
+    record = log_training_run(
+        scorer, name=f"salience-lodo-{info['held_out']}",
+        params={"held_out": info["held_out"], "inputs": ",".join(info["inputs"]), "training_key": info["key"],
+                "fractions": ",".join(str(f) for f in fractions), "max_steps": max_steps,
+                **{k: v for k, v in TRAIN_PARAMS.items()}},
+        metrics=metrics, model_path=info["path"], tags={"benchmark": "bench_unseen"})
+    return str(record.model_uri)
+
+
+# --------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"fractions must be numbers separated by commas (got {text!r})") from None
+    if not values or not all(0 < f <= 1 for f in values):
+        raise argparse.ArgumentTypeError(f"each fraction must be in (0, 1] (got {text!r})")
+    return values
+
+
+def _domains(text: str) -> tuple[str, ...]:
+    names = tuple(d.strip() for d in text.split(",") if d.strip())
+    unknown = [d for d in names if d not in DOMAINS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown domain {unknown[0] if unknown else text!r}; "
+                                         f"expected some of {', '.join(DOMAINS)}")
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
+                        help="the shared data folder (default: ../shared/data from the repository root)")
+    parser.add_argument("--domains", type=_domains, default=DOMAINS,
+                        help=f"held-out domains, comma-separated (default: all of {','.join(DOMAINS)})")
+    parser.add_argument("--fractions", type=_fractions, default=(0.10, 0.25),
+                        help="budgets over the system prompt, as shares of the other tokens (default 0.1,0.25)")
+    parser.add_argument("--max-steps", type=int, default=6,
+                        help="at most this many steps per transcript, evenly spread (default 6; 0: all)")
+    parser.add_argument("--retrain", action="store_true", help="train the held-out scorers even when cached")
+    parser.add_argument("--no-default", action="store_true", help="leave out the bundled default scorer's row")
+    parser.add_argument("--track", action="store_true",
+                        help="log each held-out scorer's training run and unseen figures to MLflow")
+    parser.add_argument("--out", type=Path, default=OUT / "unseen.json", help="the JSON report to write")
+    args = parser.parse_args(argv)
+    max_steps = args.max_steps or None
+    missing = [d for d in DOMAINS if not (args.data / d).exists()]
+    if missing:
+        parser.error(f"data sets not found under {args.data}: {', '.join(missing)} (use --data)")
+    started = time.perf_counter()
+    timings: dict[str, Any] = {"train": {}, "load": {}, "evaluate": {}, "selectors": {}}
+    scorers: dict[str, ImportanceScorer] = {}
+    infos: dict[str, dict[str, Any]] = {}
+    for d in args.domains:  # training first: the slow part, and cached
+        scorers[d], infos[d] = train_lodo(d, args.data, args.retrain)
+        timings["train"][d] = infos[d]["seconds"]
+    bundled = None if args.no_default else default_scorer()
+    reports: dict[str, dict[str, Any]] = {}
+    tracked: dict[str, str | None] = {}
+    for d in args.domains:
+        t0 = time.perf_counter()
+        transcripts: list[Transcript] = load_transcripts(args.data / d)
+        timings["load"][d] = round(time.perf_counter() - t0, 2)
+        selectors: dict[str, Any] = {SALIENCE: compactor_selector(Compactor(scorer=scorers[d]))}
+        if bundled is not None:
+            selectors[DEFAULT] = compactor_selector(Compactor(scorer=bundled))
+        baselines = baseline_selectors()
+        selectors[WINDOW] = baselines.pop("window")
+        selectors.update(baselines)
+        t0 = time.perf_counter()
+        report = evaluate(transcripts, selectors, args.fractions, max_steps=max_steps, reference=WINDOW,
+                          progress=True, description=f"[{d}] steps")
+        timings["evaluate"][d] = round(time.perf_counter() - t0, 1)
+        per_method: dict[str, float] = {}
+        for r in report.results:
+            per_method[r.method] = round(per_method.get(r.method, 0.0) + r.seconds, 2)
+        timings["selectors"][d] = per_method
+        reports[d] = report.to_dict()
+        note(f"[{d}] {report.steps:,} steps from {len(transcripts):,} transcripts in {timings['evaluate'][d]} s "
+             f"(load {timings['load'][d]} s; inside selectors: "
+             + ", ".join(f"{m} {s:.1f} s" for m, s in per_method.items()) + ")")
+        console.print(domain_table(d, reports[d], args.fractions))
+        if args.track:
+            try:
+                tracked[d] = track(scorers[d], infos[d], report, args.fractions, max_steps)
+                note(f"[{d}] logged to MLflow: {tracked[d]}")
+            except Exception as exc:  # tracking is optional: report and carry on
+                tracked[d] = None
+                note(f"[{d}] tracking failed: {type(exc).__name__}: {exc}")
+    summary = summarise(reports, args.fractions)
+    for key, title in FIGURES:
+        console.print(summary_table(key, title, summary, list(args.domains), args.fractions))
+    timings["total"] = round(time.perf_counter() - started, 1)
+    timings["total_without_training"] = round(timings["total"] - sum(
+        v for d, v in timings["train"].items() if not infos[d]["cached"]), 1)
+    note("timings (s): " + ", ".join(f"{phase} {json.dumps(value)}" for phase, value in timings.items()))
+    out = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "salience_version": salience.__version__, "python": platform.python_version(),
+        "args": {"data": str(args.data), "domains": list(args.domains), "fractions": list(args.fractions),
+                 "max_steps": max_steps, "retrain": args.retrain, "no_default": args.no_default},
+        "methods": {SALIENCE: "Compactor(scorer=<trained without the held-out set>), no other parameter",
+                    DEFAULT: "Compactor(scorer=default_scorer()): trained on every set, so in-domain",
+                    **{m: "baseline, salience.bench.independent" for m in baseline_selectors()}},
+        "training": {d: {k: v for k, v in infos[d].items()} for d in args.domains},
+        "tracked": tracked, "timings": timings, "domains": reports, "summary": summary,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1, default=str) + "\n", encoding="utf-8")
+    note(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
