@@ -18,7 +18,8 @@ Budgets are the system prompt plus 10% and 25% of the other tokens (``--fraction
 Figures (:func:`salience.bench.independent.evaluate`): the independent reference
 recall (micro and macro), ours (``salience bench``'s definition), the user-given
 values, code support and actions kept (SWE-agent and MINT are where those mean
-something), ``BudgetError`` and over-budget counts. The trained scorers are cached
+something), ``BudgetError`` counts (all, and those where the budget holds the
+system prompt and the latest message, where issue #14 wants none) and over-budget counts. The trained scorers are cached
 under ``benchmarks/out/lodo/``, keyed by a hash of the training files, the scorer
 and training sources and the training parameters (``--retrain`` forces a new one).
 
@@ -67,7 +68,7 @@ SALIENCE = "salience"
 DEFAULT = "default (in-domain)"
 WINDOW = "window"
 
-console = Console(width=160)
+console = Console(width=200)
 
 
 def note(text: str) -> None:
@@ -143,9 +144,10 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("actions_kept", "actions kept whole (share of the history's actions)"),
     ("fewer_actions", "steps where fewer actions were kept than by the window"),
     ("budget_errors", "BudgetErrors (selector calls)"),
+    ("budget_errors_fitting", "BudgetErrors where the system prompt and the latest message fit"),
     ("over_budget", "outputs over budget (selector calls)"),
 )
-COUNTS = {"fewer_actions", "budget_errors", "over_budget"}
+COUNTS = {"fewer_actions", "budget_errors", "budget_errors_fitting", "over_budget"}
 
 
 def figure(result: Mapping[str, Any], key: str) -> float:
@@ -155,7 +157,7 @@ def figure(result: Mapping[str, Any], key: str) -> float:
         value = result["actions"]["share"]
     elif key == "fewer_actions":
         value = result["actions"]["fewer_than_reference"] if result["actions"]["steps"] else None
-    elif key in ("budget_errors", "over_budget"):
+    elif key in ("budget_errors", "budget_errors_fitting", "over_budget"):
         value = result[key]
     else:
         name, _, kind = key.rpartition("_")
@@ -183,15 +185,17 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
     table.add_column("method", no_wrap=True)
     short = {"independent_micro": "indep.", "independent_macro": "indep.\nmacro", "ours_micro": "ours",
              "user_given_micro": "user-\ngiven", "code_micro": "code\nsupport", "actions_kept": "actions\nkept",
-             "fewer_actions": "fewer\nactions", "budget_errors": "Budget-\nErrors", "over_budget": "over\nbudget"}
+             "fewer_actions": "fewer\nactions", "budget_errors": "Budget-\nErrors",
+             "budget_errors_fitting": "Budget-\nErrors,\nfloor fits", "over_budget": "over\nbudget"}
     for key, _ in FIGURES:
         table.add_column(short[key], justify="right", no_wrap=True)
     by = _by_method(report)
     for method, results in by.items():
         cells = [" / ".join(cell(figure(results[f], key), key) for f in fractions) for key, _ in FIGURES]
         table.add_row(method, *cells, style="bold" if method == SALIENCE else None)
-    table.add_row("refs (steps)", *[
-        " / ".join(f"{_refs(next(iter(by.values()))[f], key)}" for f in fractions[:1])
+    table.add_row("refs (steps); calls", *[
+        " / ".join(_refs(next(iter(by.values()))[f], key)
+                   for f in (fractions if key == "budget_errors_fitting" else fractions[:1]))
         for key, _ in FIGURES], style="dim")
     return table
 
@@ -203,6 +207,8 @@ def _refs(result: Mapping[str, Any], key: str) -> str:
         return f"{r['refs']:,} ({r['steps']:,})"
     if key == "actions_kept":
         return f"{result['actions']['total']:,} ({result['actions']['steps']:,})"
+    if key == "budget_errors_fitting":
+        return f"{result['fitting']:,}"
     return f"{result['calls']:,} calls"
 
 

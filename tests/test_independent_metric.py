@@ -366,6 +366,21 @@ def test_a_selector_raising_budget_error_scores_nothing_and_is_counted() -> None
     assert kept.code.micro == 1.0 and kept.ours.micro == 1.0 and kept.budget_errors == 0
 
 
+def test_budget_errors_are_counted_apart_where_the_system_prompt_and_latest_message_fit() -> None:
+    def refuses(messages: Any, budget: int) -> Any:
+        raise BudgetError("pins do not fit", budget=budget, required=budget + 1)
+
+    transcripts = [Transcript.from_openai(AIRLINE, id="air")]
+    history = AIRLINE[:6]  # the last step's history: its latest message is the user's short answer
+    floor = words(message_text(SYSTEM)) + words(message_text(history[-1]))
+    assert history_budget(history, 0.05, words) < floor <= history_budget(history, 0.5, words)
+    report = evaluate(transcripts, {"refuses": refuses}, (0.05, 0.5, 1.0), counter=words, reference=None)
+    tight, half, whole = (report.result("refuses", f) for f in (0.05, 0.5, 1.0))
+    assert tight.budget_errors == half.budget_errors == whole.budget_errors == report.steps == 2
+    assert (tight.fitting, half.fitting, whole.fitting) == (0, 1, 2)  # at the first step the latest is the long ask
+    assert (tight.budget_errors_fitting, half.budget_errors_fitting, whole.budget_errors_fitting) == (0, 1, 2)
+
+
 def test_an_output_over_budget_scores_nothing_and_is_counted() -> None:
     def everything(messages: Any, budget: int) -> Any:
         return messages

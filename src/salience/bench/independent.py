@@ -733,7 +733,9 @@ class MethodResult:
     ``action_steps`` steps, and ``fewer_actions`` counts the steps where this method
     kept fewer whole actions than the reference method (the window). ``calls`` is how
     many times the selector ran; ``budget_errors`` how many raised
-    :class:`~salience.BudgetError`, ``over_budget`` how many returned more tokens than
+    :class:`~salience.BudgetError`, ``budget_errors_fitting`` how many of those at a
+    budget that holds the system messages and the latest message (``fitting`` counts
+    such calls), ``over_budget`` how many returned more tokens than
     the budget, ``invalid`` how many broke tool pairing (:func:`tool_pairing_errors`)
     where the input did not. ``seconds`` is the time spent inside the selector.
     """
@@ -750,6 +752,8 @@ class MethodResult:
     fewer_actions: int = 0
     calls: int = 0
     budget_errors: int = 0
+    fitting: int = 0
+    budget_errors_fitting: int = 0
     over_budget: int = 0
     invalid: int = 0
     seconds: float = 0.0
@@ -766,7 +770,8 @@ class MethodResult:
             "actions": {"kept": self.actions_kept, "total": self.actions_total,
                         "share": _json_float(self.actions_share), "steps": self.action_steps,
                         "fewer_than_reference": self.fewer_actions},
-            "calls": self.calls, "budget_errors": self.budget_errors, "over_budget": self.over_budget,
+            "calls": self.calls, "budget_errors": self.budget_errors, "fitting": self.fitting,
+            "budget_errors_fitting": self.budget_errors_fitting, "over_budget": self.over_budget,
             "invalid": self.invalid, "seconds": round(self.seconds, 3),
         }
 
@@ -816,7 +821,8 @@ class IndependentReport:
                 "ours_micro": r.ours.micro, "ours_macro": r.ours.macro,
                 "user_given_micro": r.user_given.micro, "code_micro": r.code.micro, "code_macro": r.code.macro,
                 "actions_kept": r.actions_share, "fewer_actions": float(r.fewer_actions),
-                "budget_errors": float(r.budget_errors), "over_budget": float(r.over_budget),
+                "budget_errors": float(r.budget_errors), "budget_errors_fitting": float(r.budget_errors_fitting),
+                "over_budget": float(r.over_budget),
             }
             for key, value in values.items():
                 if math.isfinite(value):
@@ -844,7 +850,16 @@ class _Plan:
     ours: tuple[str, ...]
     code: CodeStep
     actions: tuple[str, ...]  # the text of each acting message of the history
+    floor: int  # tokens of the system messages and the latest message
     valid_input: bool
+
+
+def _floor(history: Sequence[Message], counter: CounterLike = None) -> int:
+    """Tokens of the system messages and the latest message: the least a valid output holds."""
+    tc = as_counter(counter)
+    system = [i for i, m in enumerate(history) if m.get("role") == "system"]
+    last = [len(history) - 1] if history and len(history) - 1 not in system else []
+    return sum(tc.count(message_text(history[i])) for i in system + last)
 
 
 def _spread(items: list[Any], k: int | None) -> list[Any]:
@@ -872,7 +887,7 @@ def _ours(transcript: Transcript) -> dict[int, tuple[str, ...]]:
     return out
 
 
-def _plan(transcripts: Sequence[Transcript], max_steps: int | None) -> Iterator[list[_Plan]]:
+def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: TokenCounter) -> Iterator[list[_Plan]]:
     for t in transcripts:
         messages = t.to_openai()
         if len(messages) != len(t.entries):  # entries and messages must line up for our definition
@@ -893,7 +908,7 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None) -> Iterator[
             history = tuple(messages[:i])
             steps.append(_Plan(transcript=t.id, index=i, history=history, independent=ind,
                                ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in actions(history)),
-                               valid_input=not tool_pairing_errors(history)))
+                               floor=_floor(history, counter), valid_input=not tool_pairing_errors(history)))
         yield steps
 
 
@@ -913,13 +928,13 @@ def _check_fractions(fractions: Iterable[float]) -> tuple[float, ...]:
 class _Acc:
     """Mutable totals of one (method, fraction) while :func:`evaluate` runs."""
 
-    __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "calls", "code", "fewer",
-                 "independent", "invalid", "ours", "over", "seconds", "user")
+    __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_fitting", "calls",
+                 "code", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds", "user")
 
     def __init__(self) -> None:
         self.independent = self.ours = self.user = self.code = Recall()
         self.actions_kept = self.actions_total = self.action_steps = self.fewer = 0
-        self.calls = self.budget_errors = self.over = self.invalid = 0
+        self.calls = self.budget_errors = self.over = self.invalid = self.fitting = self.budget_errors_fitting = 0
         self.seconds = 0.0
 
     def result(self, method: str, fraction: float) -> MethodResult:
@@ -927,6 +942,7 @@ class _Acc:
                             user_given=self.user, code=self.code, actions_kept=self.actions_kept,
                             actions_total=self.actions_total, action_steps=self.action_steps,
                             fewer_actions=self.fewer, calls=self.calls, budget_errors=self.budget_errors,
+                            fitting=self.fitting, budget_errors_fitting=self.budget_errors_fitting,
                             over_budget=self.over, invalid=self.invalid, seconds=self.seconds)
 
 
@@ -960,7 +976,9 @@ def evaluate(
 
     A selector that raises :class:`~salience.BudgetError`, or returns more tokens than
     the budget (:func:`messages_tokens`), scores nothing at that step (every
-    reference missed, no action kept) and is counted. Any other exception
+    reference missed, no action kept) and is counted; BudgetErrors are also counted
+    apart where the budget holds the system messages and the latest message (where
+    a valid output fits, so a default should not raise). Any other exception
     propagates. ``reference`` names the selector that ``fewer_actions`` compares
     against (``None``: no comparison). ``progress``: ``True`` shows a rich progress
     bar (on stderr), a callable gets ``(description, done, total)``. Deterministic
@@ -976,7 +994,7 @@ def evaluate(
         raise ParameterError(f"evaluate: reference {reference!r} is not one of the selectors ({list(selectors)})")
     tc: TokenCounter = as_counter(counter)
     transcripts = list(transcripts)
-    plan = [s for steps in _plan(transcripts, max_steps) for s in steps]
+    plan = [s for steps in _plan(transcripts, max_steps, tc) for s in steps]
     acc = {(name, f): _Acc() for name in selectors for f in fr}
     report_progress, close = _progress(progress, description, len(plan))
     try:
@@ -987,6 +1005,8 @@ def evaluate(
                 for name, select in selectors.items():
                     a = acc[(name, f)]
                     a.calls += 1
+                    fits = step.floor <= budget
+                    a.fitting += fits
                     t0 = time.perf_counter()
                     out: Sequence[Message] | None
                     try:
@@ -994,6 +1014,7 @@ def evaluate(
                     except BudgetError:
                         out = None
                         a.budget_errors += 1
+                        a.budget_errors_fitting += fits
                     a.seconds += time.perf_counter() - t0
                     if out is not None and messages_tokens(out, tc) > budget:
                         a.over += 1
