@@ -190,7 +190,7 @@ def total_tokens(messages: Any, **kw: Any) -> int:
 
 STUB_RE = re.compile(
     r"^\[salience: archived (tool result|user message|assistant message|system message) (\S+)"
-    r"(?: from (\S+))? \((\d+) tokens\)(?:; values: (.+))?; restore id (\S+)\]$"
+    r"(?: from (\S+))? \((\d+) tokens\)(?:; values: (.+))?; restore id (\S+) via salience_restore\]$"
 )
 
 
@@ -254,7 +254,8 @@ def test_stub_and_trim_renderings() -> None:
         content = by_id[x].content
         original = result.archive[x].content
         marker = re.search(
-            r"\n?\[salience: trimmed (\d+) tokens(?: \((\d+) lines?\))? from (\S+); restore id (\S+)\]\n?", content
+            r"\n?\[salience: trimmed (\d+) tokens(?: \((\d+) lines?\))? from (\S+); "
+            r"restore id (\S+) via salience_restore\]\n?", content
         )
         assert marker and marker.group(3) == marker.group(4) == x, content
         head, tail = content[: marker.start()], content[marker.end():]
@@ -271,7 +272,7 @@ def test_exact_stub_line_for_a_tool_result() -> None:
     tokens = COUNTER.count_entry(result.source.entries[3])
     assert result.messages[3]["content"] == (
         f"[salience: archived tool result m3 from get_reservation_details ({tokens} tokens); "
-        "values: ZFA04Y, mia_li_3668, res0w0; restore id m3]"
+        "values: ZFA04Y, mia_li_3668, res0w0; restore id m3 via salience_restore]"
     )
     assert result.messages[3]["tool_call_id"] == "c1"
 

@@ -49,7 +49,7 @@ def airline(samples: list[Transcript]) -> list[Transcript]:
 
 @pytest.fixture(scope="module")
 def tuned(airline: list[Transcript]) -> TuneResult:
-    return tune_profile(airline, RecencyScorer(), trials=6, folds=3, seed=0, domain="airline")
+    return tune_profile(airline, RecencyScorer(), trials=10, folds=3, seed=0, domain="airline")
 
 
 def agent(k: int, *, result_words: int = 40) -> Transcript:
@@ -73,7 +73,7 @@ def agent(k: int, *, result_words: int = 40) -> Transcript:
 def test_result_on_samples(tuned: TuneResult) -> None:
     assert tuned.metric == "reference"
     assert tuned.domain == "airline"
-    assert tuned.trials == 6
+    assert tuned.trials == 10
     assert tuned.folds == 2  # two transcripts: at most one fold per group
     assert tuned.before.name == "default"
     assert dict(tuned.before.params) == {**DEFAULT_PARAMS, "retain": dict(DEFAULT_PARAMS["retain"])}
@@ -227,7 +227,7 @@ def test_profile_loads_into_compactor_and_changes_it(tuned: TuneResult, airline:
     data = json.loads(path.read_text())
     assert data["domain"] == "airline"
     assert data["compactor"] == dict(tuned.profile()["compactor"])
-    assert data["target"] == 0.25 and data["metric"] == "reference_recall" and data["trials"] == 6
+    assert data["target"] == 0.25 and data["metric"] == "reference_recall" and data["trials"] == 10
     assert data["before"] == pytest.approx(tuned.before.mean) and data["after"] == pytest.approx(tuned.after.mean)
     assert data["scorer"] == "recency" and data["salience_version"]
 

@@ -17,8 +17,9 @@
 >>> result = Compactor(scorer=Flat(), budget=80, counter=words, pin_last=2).compact(messages)
 >>> result.tokens <= 80, result.stubbed
 (True, ('m3',))
->>> result.messages[3]["content"]
-'[salience: archived tool result m3 from get_reservation_details (164 tokens); values: ZFA04Y, HAT136; restore id m3]'
+>>> print(result.messages[3]["content"])  # doctest: +NORMALIZE_WHITESPACE
+[salience: archived tool result m3 from get_reservation_details (164 tokens); values: ZFA04Y, HAT136;
+ restore id m3 via salience_restore]
 >>> result.restore(["m3"]) == messages
 True
 
@@ -96,6 +97,7 @@ from salience.selector.params import (
     make_config,
 )
 from salience.selector.params import ON_OVER_BUDGET as ON_OVER_BUDGET  # re-exported
+from salience.selector.restore import RestoreError, RestoreTool
 from salience.selector.result import Compaction, PrefixReuse
 from salience.selector.run import EPSILON as EPSILON  # re-exported
 from salience.selector.run import VALUE_WEIGHT as VALUE_WEIGHT  # re-exported
@@ -334,3 +336,10 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             raise ParameterError(f"session: min_removal must be a float in [0, 1) (a share of the budget) or an int "
                                  f">= 0 (tokens) (got {_got(min_removal)})")
         return CompactionSession(self, budget=b, trigger=float(trigger), min_removal=min_removal)
+
+    def restore_tool(self, *, max_ids: int = 8) -> RestoreTool:
+        """The tool a model calls to get archived entries back (:mod:`salience.selector.restore`):
+        its definition per provider format and its handler, ``answer(compaction, arguments)``."""
+        if isinstance(max_ids, bool) or not isinstance(max_ids, int) or max_ids < 1:
+            raise RestoreError(f"restore_tool: max_ids must be an int >= 1 (got {_got(max_ids)})")
+        return RestoreTool(max_ids=max_ids)

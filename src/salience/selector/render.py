@@ -1,19 +1,21 @@
 """The text of trimmed and stubbed entries.
 
-Both leave a marker starting with ``[salience:`` that names the entry id, so an
-agent (or a tool the agent is given) can ask for the entry back with
-:meth:`salience.selector.compactor.Compaction.restore`.
+Both leave a marker starting with ``[salience:`` that names the entry id and the
+tool a model calls to get the entry back, :data:`RESTORE_TOOL` (see
+:mod:`salience.selector.restore`; code can also call
+:meth:`salience.selector.compactor.Compaction.restore`).
 
 A trimmed entry keeps its head and its tail; the middle becomes one line::
 
-    [salience: trimmed 640 tokens (38 lines) from m12; restore id m12]
+    [salience: trimmed 640 tokens (38 lines) from m12; restore id m12 via salience_restore]
 
 A stub replaces the whole content with one line that keeps the entry's key
 values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
 
->>> stub_text("m12", "tool", tokens=812, tool_name="get_reservation_details",
-...           values=["ZFA04Y", "HAT136"])
-'[salience: archived tool result m12 from get_reservation_details (812 tokens); values: ZFA04Y, HAT136; restore id m12]'
+>>> print(stub_text("m12", "tool", tokens=812, tool_name="get_reservation_details",
+...                 values=["ZFA04Y", "HAT136"]))  # doctest: +NORMALIZE_WHITESPACE
+[salience: archived tool result m12 from get_reservation_details (812 tokens); values: ZFA04Y, HAT136;
+ restore id m12 via salience_restore]
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from collections.abc import Sequence
 
 from salience.tokens import TokenCounter
 
-__all__ = ["MARKER", "stub_text", "trim_text"]
+__all__ = ["MARKER", "RESTORE_TOOL", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
+#: The name of the tool that gives an archived entry back (every marker names it).
+RESTORE_TOOL = "salience_restore"
 
 #: Share of the kept tokens that go to the head (the rest to the tail).
 HEAD_SHARE = 0.6
@@ -75,7 +79,7 @@ def trim_text(
     >>> text = "\\n".join(f"line {i} of the log" for i in range(20))
     >>> print(trim_text(text, 10, words, entry_id="m3"))
     line 0 of the log
-    [salience: trimmed 90 tokens (18 lines) from m3; restore id m3]
+    [salience: trimmed 90 tokens (18 lines) from m3; restore id m3 via salience_restore]
     line 19 of the log
     """
     if not text:
@@ -96,7 +100,8 @@ def trim_text(
     cut = max(1, total - counter.count(head) - counter.count(tail))
     lines = middle.count("\n")
     line_part = f" ({lines} line{'s' if lines != 1 else ''})" if lines else ""
-    marker = f"{MARKER} trimmed {cut} token{'s' if cut != 1 else ''}{line_part} from {entry_id}; restore id {entry_id}]"
+    marker = (f"{MARKER} trimmed {cut} token{'s' if cut != 1 else ''}{line_part} from {entry_id}; "
+              f"restore id {entry_id} via {RESTORE_TOOL}]")
     sep_head = "" if not head or head.endswith("\n") else "\n"
     sep_tail = "\n" if tail else ""
     return f"{head}{sep_head}{marker}{sep_tail}{tail}"
@@ -122,4 +127,5 @@ def stub_text(
         v = " ".join(v.split())
         shown.append(v if len(v) <= MAX_VALUE_CHARS else v[: MAX_VALUE_CHARS - 3] + "...")
     vals = f"; values: {', '.join(shown)}" if shown else ""
-    return f"{MARKER} archived {kind} {entry_id}{source} ({tokens} tokens){vals}; restore id {entry_id}]"
+    return f"{MARKER} archived {kind} {entry_id}{source} ({tokens} tokens){vals}; restore id {entry_id} " \
+           f"via {RESTORE_TOOL}]"
