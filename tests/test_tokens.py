@@ -167,3 +167,17 @@ def test_counters_pickle() -> None:
     assert clone.cache_info() == {"texts": 0, "chars": 0}
     assert clone.count("hello world") == 2 and repr(clone) == "TokenCounter('cl100k_base')"
     assert pickle.loads(pickle.dumps(TokenCounter(len))).count("abc") == 3
+
+
+def test_overheads_are_parameters_and_survive_pickling() -> None:
+    words = TokenCounter(lambda text: len(text.split()), message_overhead=0, call_overhead=1)
+    entry = Entry(id="a", role="assistant", content="two words",
+                  tool_calls=(ToolCall("c1", "search", '{"q": "x"}'),))
+    assert words.count_entry(entry) == 2 + (1 + 1 + 2)
+    assert "message_overhead=0, call_overhead=1" in repr(words)
+    plain = TokenCounter("cl100k_base", message_overhead=0, call_overhead=0)
+    back = pickle.loads(pickle.dumps(plain))
+    assert back.message_overhead == 0 and back.count_entry(entry) == plain.count_entry(entry)
+    assert default_counter().count_entry(entry) - plain.count_entry(entry) == MESSAGE_OVERHEAD + CALL_OVERHEAD
+    with pytest.raises(SalienceError, match="message_overhead must be a non-negative int"):
+        TokenCounter("cl100k_base", message_overhead=-1)

@@ -83,6 +83,10 @@ class TokenCounter:
     ones in :data:`OFFLINE_ENCODINGS`) or any callable ``str -> int``. The cache
     holds up to ``cache_size`` texts and ``cache_chars`` characters in all, and is
     emptied when either is exceeded. Nothing is loaded until the first count.
+    ``message_overhead`` and ``call_overhead`` are the tokens :meth:`count_entry` adds
+    per message and per tool call (default :data:`MESSAGE_OVERHEAD` and
+    :data:`CALL_OVERHEAD`, roughly what providers bill); pass 0 to count text alone, as
+    a budget measured in text tokens does.
     Instances pickle (the cache and a loaded encoding are left out) when their
     callable does.
 
@@ -99,6 +103,8 @@ class TokenCounter:
         *,
         cache_size: int = 200_000,
         cache_chars: int = 500_000_000,
+        message_overhead: int = MESSAGE_OVERHEAD,
+        call_overhead: int = CALL_OVERHEAD,
     ) -> None:
         if isinstance(counter, str):
             if counter not in OFFLINE_ENCODINGS:
@@ -117,28 +123,36 @@ class TokenCounter:
                 f"token counter must be an encoding name or a callable str -> int "
                 f"(got {counter!r:.60} that is a {type(counter).__name__})"
             )
-        for pname, value in (("cache_size", cache_size), ("cache_chars", cache_chars)):
+        for pname, value in (("cache_size", cache_size), ("cache_chars", cache_chars),
+                             ("message_overhead", message_overhead), ("call_overhead", call_overhead)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise SalienceError(f"token counter: {pname} must be a non-negative int (got {value!r})")
         self.cache_size = cache_size
         self.cache_chars = cache_chars
+        self.message_overhead = message_overhead
+        self.call_overhead = call_overhead
         self._fn: Callable[[str], Any] | None = counter if callable(counter) else None
         self._cache: dict[str, int] = {}
         self._chars = 0
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"TokenCounter({self.name!r})"
+        extra = "".join(f", {k}={v}" for k, v, d in (("message_overhead", self.message_overhead, MESSAGE_OVERHEAD),
+                                                     ("call_overhead", self.call_overhead, CALL_OVERHEAD)) if v != d)
+        return f"TokenCounter({self.name!r}{extra})"
 
     def __getstate__(self) -> dict[str, Any]:
         return {"name": self.name, "custom": self._custom, "cache_size": self.cache_size,
-                "cache_chars": self.cache_chars}
+                "cache_chars": self.cache_chars, "message_overhead": self.message_overhead,
+                "call_overhead": self.call_overhead}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.name = state["name"]
         self._custom = state["custom"]
         self.cache_size = state["cache_size"]
         self.cache_chars = state["cache_chars"]
+        self.message_overhead = state.get("message_overhead", MESSAGE_OVERHEAD)
+        self.call_overhead = state.get("call_overhead", CALL_OVERHEAD)
         self._fn = self._custom
         self._cache = {}
         self._chars = 0
@@ -203,12 +217,18 @@ class TokenCounter:
         13
 
         That is ``MESSAGE_OVERHEAD`` 4 + content 3 + (``CALL_OVERHEAD`` 3 + name 1 + arguments 2).
+        Without the overheads, the text alone:
+
+        >>> text_only = TokenCounter(lambda text: len(text.split()), message_overhead=0, call_overhead=0)
+        >>> text_only.count_entry(Entry(id="a", role="assistant", content="let me look",
+        ...                             tool_calls=(ToolCall("c1", "search", '{"q": "x"}'),)))
+        6
         """
-        n = MESSAGE_OVERHEAD + self.count(entry.content)
+        n = self.message_overhead + self.count(entry.content)
         if entry.name:
             n += self.count(entry.name)
         for call in entry.tool_calls:
-            n += CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
+            n += self.call_overhead + self.count(call.name) + self.count(call.arguments)
         return n
 
     def count_entries(self, entries: Iterable[Entry]) -> list[int]:
