@@ -702,11 +702,11 @@ def test_profile_fills_defaults_and_explicit_values_win(tmp_path: Path) -> None:
     messages = openai_messages()
     scorer = DictScorer({"m0": 0.0, "m9": 0.0}, default=0.9)
     base = make(scorer=scorer).compact(messages, budget=200)
-    assert {"m0", "m9"} <= set(base.kept)  # the system prompt and the last 4 are pinned
-    tuned = make(scorer=scorer, profile={"pin_last": 1, "pin_system": False}).compact(messages, budget=200)
-    assert "m0" not in tuned.kept and "m9" not in tuned.kept
-    explicit = make(scorer=scorer, pin_last=2, profile={"pin_last": 1}).compact(messages, budget=200)
-    assert "m9" in explicit.kept
+    assert "m0" in base.kept and "m9" not in base.kept  # the system prompt and the last entry are pinned
+    tuned = make(scorer=scorer, profile={"pin_last": 2, "pin_system": False}).compact(messages, budget=200)
+    assert "m0" not in tuned.kept and "m9" in tuned.kept
+    explicit = make(scorer=scorer, pin_last=0, profile={"pin_last": 2}).compact(messages, budget=200)
+    assert "m9" not in explicit.kept
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({"compactor": {"budget": 200, "pin_last": 2}}))
     assert make(profile=path).compact(messages).budget == 200

@@ -172,7 +172,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         budget: int = 8000,
         counter: Any = None,
         policy: PhasePolicy | str | Mapping[str, Any] | None = None,
-        pin_last: int = 4,
+        pin_last: int = 1,
         pin_system: bool = True,
         pin_last_user: bool = True,
         critical: float | None = 0.95,
