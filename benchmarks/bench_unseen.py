@@ -54,10 +54,11 @@ except ImportError:  # running from a checkout without installing
 from rich.console import Console
 from rich.table import Table
 
-from salience import Compactor, ImportanceScorer, Transcript, default_scorer, load_transcripts
+from salience import Compactor, ImportanceScorer, TokenCounter, Transcript, default_scorer, load_transcripts
 from salience.bench.independent import IndependentReport, baseline_selectors, compactor_selector, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
+TEXT_TOKENS = TokenCounter("cl100k_base", message_overhead=0, call_overhead=0)
 DOMAINS = ("tau-bench-airline", "mint", "swe-agent", "tooltalk", "api-bank")
 OUT = ROOT / "benchmarks" / "out"
 #: What the README's retraining command sets (salience train's defaults, --no-embeddings).
@@ -65,6 +66,9 @@ TRAIN_PARAMS: Mapping[str, Any] = {"seed": 0, "test_split": 0.25, "cv": 3, "labe
 #: The sources whose change retrains the held-out scorers.
 SOURCES = ("src/salience/scorer", "src/salience/training/train.py")
 SALIENCE = "salience"
+#: The same Compactor counting the budget in the benchmark's own units (text tokens,
+#: no per-message overhead), as the baselines do.
+SAME_UNITS = "salience, text tokens"
 DEFAULT = "default (in-domain)"
 WINDOW = "window"
 
@@ -192,7 +196,7 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
     by = _by_method(report)
     for method, results in by.items():
         cells = [" / ".join(cell(figure(results[f], key), key) for f in fractions) for key, _ in FIGURES]
-        table.add_row(method, *cells, style="bold" if method == SALIENCE else None)
+        table.add_row(method, *cells, style="bold" if method in (SALIENCE, SAME_UNITS) else None)
     table.add_row("refs (steps); calls", *[
         " / ".join(_refs(next(iter(by.values()))[f], key)
                    for f in (fractions if key == "budget_errors_fitting" else fractions[:1]))
@@ -238,16 +242,18 @@ def summarise(reports: Mapping[str, Mapping[str, Any]], fractions: Sequence[floa
                                  "worst": _json(worst),
                                  "worst_domain": next((d for d, v in values.items() if v == worst), None)}
             fig[method] = per_f
-        if key not in COUNTS and SALIENCE in fig and WINDOW in fig:
+        for method, name in ((SALIENCE, "salience_minus_window"), (SAME_UNITS, "salience_text_minus_window")):
+            if key in COUNTS or method not in fig or WINDOW not in fig:
+                continue
             delta: dict[str, Any] = {}
             for f in fractions:
-                s, w = fig[SALIENCE][str(f)]["domains"], fig[WINDOW][str(f)]["domains"]
+                s, w = fig[method][str(f)]["domains"], fig[WINDOW][str(f)]["domains"]
                 diffs = {d: s[d] - w[d] for d in s if s[d] is not None and w.get(d) is not None}
                 delta[str(f)] = {"domains": diffs,
                                  "mean": sum(diffs.values()) / len(diffs) if diffs else None,
                                  "worst": min(diffs.values()) if diffs else None,
                                  "worst_domain": min(diffs, key=lambda d: diffs[d]) if diffs else None}
-            fig["salience_minus_window"] = delta
+            fig[name] = delta
         out[key] = fig
     return out
 
@@ -275,13 +281,14 @@ def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Seq
         return "-" if v is None else f"{v:+.3f}"
 
     for method, per_f in fig.items():
-        delta = method == "salience_minus_window"
+        delta = method in ("salience_minus_window", "salience_text_minus_window")
         show = signed if delta else fmt
         row = [" / ".join(show(per_f[str(f)]["domains"].get(d)) for f in fractions) for d in domains]
         row.append(" / ".join(show(per_f[str(f)]["mean"]) for f in fractions))
         row.append(" / ".join(show(per_f[str(f)]["worst"]) for f in fractions))
-        table.add_row("salience − window" if delta else method, *row,
-                      style="bold" if method in (SALIENCE, "salience_minus_window") else None)
+        label = {"salience_minus_window": f"{SALIENCE} − window",
+                 "salience_text_minus_window": f"{SAME_UNITS} − window"}.get(method, method)
+        table.add_row(label, *row, style="bold" if method in (SALIENCE, SAME_UNITS) or delta else None)
     return table
 
 
@@ -366,7 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         transcripts: list[Transcript] = load_transcripts(args.data / d)
         timings["load"][d] = round(time.perf_counter() - t0, 2)
-        selectors: dict[str, Any] = {SALIENCE: compactor_selector(Compactor(scorer=scorers[d]))}
+        selectors: dict[str, Any] = {
+            SALIENCE: compactor_selector(Compactor(scorer=scorers[d])),
+            SAME_UNITS: compactor_selector(Compactor(scorer=scorers[d], counter=TEXT_TOKENS)),
+        }
         if bundled is not None:
             selectors[DEFAULT] = compactor_selector(Compactor(scorer=bundled))
         baselines = baseline_selectors()
@@ -405,6 +415,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "args": {"data": str(args.data), "domains": list(args.domains), "fractions": list(args.fractions),
                  "max_steps": max_steps, "retrain": args.retrain, "no_default": args.no_default},
         "methods": {SALIENCE: "Compactor(scorer=<trained without the held-out set>), no other parameter",
+                    SAME_UNITS: "the same, with counter=TokenCounter(message_overhead=0, call_overhead=0): the "
+                                "budget counted in text tokens, the benchmark's units (the default counter adds "
+                                "4 tokens per message and 3 per call that the baselines are not charged)",
                     DEFAULT: "Compactor(scorer=default_scorer()): trained on every set, so in-domain",
                     **{m: "baseline, salience.bench.independent" for m in baseline_selectors()}},
         "training": {d: {k: v for k, v in infos[d].items()} for d in args.domains},
