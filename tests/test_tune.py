@@ -3,6 +3,7 @@ the profile the Compactor loads, the command line and its tracking."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -238,9 +239,9 @@ def test_profile_loads_into_compactor_and_changes_it(tuned: TuneResult, airline:
     plain = Compactor(scorer=scorer, on_over_budget="keep_pins")
     differs = False
     for t in airline:
-        for cut in range(4, len(t.entries), 3):
+        for cut, share in itertools.product(range(4, len(t.entries), 3), (3, 4)):
             history = Transcript(id=t.id, entries=t.entries[:cut], domain=t.domain)
-            budget = max(1, sum(counter.count_entries(history.entries)) // 4)
+            budget = max(1, sum(counter.count_entries(history.entries)) // share)
             a = profiled.compact(history, budget=budget, format="transcript")
             b = explicit.compact(history, budget=budget, format="transcript")
             assert (a.kept, a.trimmed, a.stubbed, a.dropped) == (b.kept, b.trimmed, b.stubbed, b.dropped)
