@@ -5,9 +5,10 @@
   prefix-stable sessions and per-step statistics), :func:`compact_openai`,
   :func:`compact_anthropic`. No extra dependency.
 * :mod:`salience.adapters.langchain`: LangChain messages to and from transcripts
-  (:meth:`salience.Compactor.compact` takes LangChain messages directly) and
-  :func:`~salience.adapters.langchain.pre_model_hook` for LangGraph agents. Needs
-  ``pip install "salience[langchain]"``; it is not imported here.
+  (:meth:`salience.Compactor.compact` takes LangChain messages directly),
+  :class:`~salience.adapters.langchain.SalienceMiddleware` for LangChain 1.x
+  ``create_agent``, and :func:`~salience.adapters.langchain.pre_model_hook` for LangGraph
+  agents. Needs ``pip install "salience[langchain]"``; it is not imported here.
 """
 
 from __future__ import annotations

@@ -7,8 +7,15 @@ LangChain messages back; the conversion lives in :mod:`salience.messages.langcha
 ``langchain-core``; importing it without raises an ``ImportError`` whose message is
 the install hint, ``pip install "salience[langchain]"``.
 
-LangGraph: :func:`pre_model_hook` gives ``create_react_agent(pre_model_hook=...)`` a
-hook that compacts the state's messages before each model call.
+LangChain 1.x agents: :class:`SalienceMiddleware` (``create_agent(model, tools,
+middleware=[SalienceMiddleware(compactor, budget=8_000, restore_tool=True)])``) compacts
+each model request in ``wrap_model_call``, one session per thread, and can add the restore
+tool and answer it; the graph state keeps the full history. It needs ``langchain>=1.0``
+(``pip install "salience[langchain]"``), loaded on first use of the name.
+
+LangGraph (the older way, still working): :func:`pre_model_hook` gives
+``create_react_agent(pre_model_hook=...)`` a hook that compacts the state's messages
+before each model call.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 from salience.messages.langchain import KEY, entry_from_langchain, entry_to_langchain, from_langchain, to_langchain
 
 if TYPE_CHECKING:
+    from salience.adapters._middleware import SalienceMiddleware as SalienceMiddleware
     from salience.selector.compactor import Compaction, CompactionSession, Compactor
 
 __all__ = [
     "KEY",
     "REMOVE_ALL_MESSAGES",
+    "SalienceMiddleware",
     "entry_from_langchain",
     "entry_to_langchain",
     "from_langchain",
@@ -114,3 +123,16 @@ def pre_model_hook(
 
     hook.last = None  # type: ignore[attr-defined]
     return hook
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`SalienceMiddleware`, loaded on first use (it needs ``langchain``, not only ``langchain-core``)."""
+    if name == "SalienceMiddleware":
+        try:
+            from salience.adapters._middleware import SalienceMiddleware
+        except ImportError as exc:
+            raise ImportError('salience.adapters.langchain.SalienceMiddleware needs langchain>=1.0: '
+                              'pip install "salience[langchain]"') from exc
+        globals()[name] = SalienceMiddleware
+        return SalienceMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
