@@ -9,6 +9,8 @@
   :class:`~salience.adapters.langchain.SalienceMiddleware` for LangChain 1.x
   ``create_agent``, and :func:`~salience.adapters.langchain.pre_model_hook` for LangGraph
   agents. Needs ``pip install "salience[langchain]"``; it is not imported here.
+* :mod:`salience.adapters.openai_agents`: :func:`~salience.adapters.openai_agents.input_filter`
+  for the OpenAI Agents SDK's ``RunConfig(call_model_input_filter=...)`` (Responses API items).
 """
 
 from __future__ import annotations

@@ -3,16 +3,19 @@
 :meth:`salience.Compactor.compact` reads its input and writes its result through
 this module; the converters themselves live in the format modules (OpenAI chat in
 :mod:`salience.messages.openai`, Anthropic in :mod:`salience.messages.anthropic`,
-LangChain in :mod:`salience.messages.langchain`).
+LangChain in :mod:`salience.messages.langchain`, OpenAI Responses API items in
+:mod:`salience.messages.responses`).
 
 Detection (:func:`detect_format`): a :class:`Transcript` is taken as is. A list of
 LangChain messages (``langchain_core.messages.BaseMessage``) is LangChain's (a list
-mixing them with other items is a :class:`~salience.errors.FormatError`). A list of
-messages is Anthropic's when ``system=`` is passed or a message has list content with
+mixing them with other items is a :class:`~salience.errors.FormatError`). A list with
+a Responses API item (a top-level ``type`` such as ``function_call`` or ``reasoning``, or
+``input_text``/``output_text`` parts; :func:`salience.messages.responses.is_responses_item`)
+is Responses input. A list of messages is Anthropic's when ``system=`` is passed or a message has list content with
 a ``tool_use``, ``tool_result``, ``thinking``, ``redacted_thinking`` or ``document``
 block, or an ``image`` block with a ``source``; otherwise it is OpenAI's (plain user
 and assistant turns with string content read the same either way). ``format="openai"
-| "anthropic" | "langchain" | "transcript"`` (:data:`FORMATS`) forces the choice
+| "anthropic" | "responses" | "langchain" | "transcript"`` (:data:`FORMATS`) forces the choice
 (``"transcript"``: give a Transcript back whatever came in).
 
 Writing Anthropic messages merges adjacent same-role messages
@@ -64,7 +67,7 @@ __all__ = [
 ]
 
 #: Message formats :meth:`salience.Compactor.compact` reads and writes.
-FORMATS: tuple[str, ...] = ("openai", "anthropic", "langchain", "transcript")
+FORMATS: tuple[str, ...] = ("openai", "anthropic", "responses", "langchain", "transcript")
 #: How many items each of a compactor's caches keeps (the oldest go first).
 MEMO_SIZE = 50_000
 
@@ -95,7 +98,8 @@ def is_openai_message(m: Any) -> bool:
 
 
 def detect_format(messages: Any, *, system: Any = None) -> str:
-    """``"transcript"``, ``"langchain"``, ``"anthropic"`` or ``"openai"`` for ``messages`` (rules in the module doc).
+    """``"transcript"``, ``"langchain"``, ``"responses"``, ``"anthropic"`` or ``"openai"`` for ``messages``
+    (rules in the module doc).
 
     >>> detect_format([{"role": "user", "content": "hi"}])
     'openai'
@@ -108,6 +112,11 @@ def detect_format(messages: Any, *, system: Any = None) -> str:
         raise FormatError(f"messages must be a Transcript or a list of message mappings (got {_got(messages)})")
     if is_langchain_list(messages):
         return "langchain"
+    if system is None:
+        from salience.messages.responses import is_responses_item
+
+        if any(is_responses_item(m) for m in messages):
+            return "responses"
     anthropic = system is not None or any(_is_anthropic_message(m) for m in messages)
     if anthropic:
         clash = next((i for i, m in enumerate(messages) if is_openai_message(m)), None)
@@ -302,6 +311,13 @@ def to_transcript(
         from salience.messages.langchain import from_langchain
 
         source = from_langchain(messages)
+    elif fmt == "responses":
+        from salience.messages.responses import from_responses
+
+        if system is not None:
+            raise ParameterError("system= is only for Anthropic messages; Responses input carries its instructions "
+                             "as a system or developer message item")
+        source = from_responses(messages)
     else:
         source = Transcript.from_anthropic(messages, system=system)
     return source, format or fmt
@@ -322,6 +338,10 @@ def render(transcript: Transcript, fmt: str, cache: MessageCache | None = None) 
         return to_langchain(transcript), None
     if fmt == "anthropic":
         return merge_same_role(transcript.to_anthropic()), transcript.anthropic_system()
+    if fmt == "responses":
+        from salience.messages.responses import to_responses
+
+        return to_responses(transcript), None
     return transcript, None
 
 

@@ -420,8 +420,8 @@ class _Tail:
             if not isinstance(messages, Transcript):
                 return None
             snaps: list[Any] = []
-        elif format not in (None, fmt) or not isinstance(messages, (list, tuple)):
-            return None
+        elif format not in (None, fmt) or not isinstance(messages, (list, tuple)) or fmt == "responses":
+            return None  # (Responses items: an entry may hold several items; the full path answers)
         elif fmt == "anthropic":
             from salience.messages.anthropic import Reader, source_messages
 
