@@ -37,6 +37,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("compact", "salience.cli.compact:add_parser"),
     ("demo", "salience.cli.demo:add_parser"),
     ("inspect", "salience.cli.inspect:add_parser"),
+    ("proxy", "salience.cli.proxy:add_parser"),
 ]
 
 

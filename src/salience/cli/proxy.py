@@ -1,0 +1,73 @@
+"""``salience proxy``: serve the compaction proxy (:mod:`salience.adapters.proxy`).
+
+Usage::
+
+    salience proxy --upstream URL [--host 127.0.0.1] [--port 8787] [--budget N|P%] [--window N]
+                   [--scorer S] [--profile FILE] [--log-content]
+
+``--budget`` is tokens, or a share of the model's context window (``--window``, else by
+model name); a request header ``x-salience-budget`` overrides it per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from salience.cli.compaction import read_profile, resolve_scorer
+from salience.cli.scorers import add_scorer_argument
+from salience.errors import SalienceError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "proxy", help="an OpenAI- and Anthropic-compatible HTTP proxy that compacts each request",
+        description="Serve an HTTP proxy for /v1/chat/completions, /v1/responses and /v1/messages that compacts "
+                    "each request's history to a token budget and forwards it to --upstream. Needs "
+                    "pip install \"salience[proxy]\".")
+    parser.add_argument("--upstream", required=True, help="base URL of the API, e.g. https://api.anthropic.com")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8787, help="port to listen on (default: 8787)")
+    parser.add_argument("--budget", default=None,
+                        help="tokens per request, or a share of the model's window such as 50%%")
+    parser.add_argument("--window", type=int, default=None,
+                        help="the model's context window in tokens, for a --budget share (default: by model name)")
+    add_scorer_argument(parser)
+    parser.add_argument("--profile", default=None, help="a tuned profile (salience tune) for the compactor")
+    parser.add_argument("--log-content", action="store_true",
+                        help="log what is sent upstream (prompt content; off by default)")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from salience.adapters.proxy import ProxyConfig, build_app, parse_budget, window_note
+    except ImportError as exc:
+        raise SalienceError(f'salience proxy needs its extra: pip install "salience[proxy]" ({exc})') from None
+    if not args.upstream.startswith(("http://", "https://")):
+        raise SalienceError(f"--upstream must be an http:// or https:// URL (got {args.upstream!r})")
+    if not 0 < args.port < 65536:
+        raise SalienceError(f"--port must be between 1 and 65535 (got {args.port})")
+    tokens, share = parse_budget(args.budget) if args.budget is not None else (None, None)
+    if args.window is not None and args.window < 1:
+        raise SalienceError(f"--window must be a positive number of tokens (got {args.window})")
+    scorer, note = resolve_scorer(args.scorer)
+    profile = read_profile(args.profile)
+    from salience.selector.compactor import Compactor
+
+    compactor = Compactor(scorer=scorer, profile=profile, on_over_budget="keep_pins")
+    config = ProxyConfig(upstream=args.upstream, compactor=compactor, budget=tokens, budget_share=share,
+                         window=args.window, log_content=args.log_content)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if note:
+        print(f"salience: warning: {note}", file=sys.stderr)
+    print(f"salience proxy: http://{args.host}:{args.port} -> {args.upstream} ({window_note(config)})",
+          file=sys.stderr)
+    uvicorn.run(build_app(config), host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0

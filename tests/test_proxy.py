@@ -1,0 +1,358 @@
+"""``salience proxy`` with the real ``openai`` and ``anthropic`` SDK clients and a fake upstream on 127.0.0.1.
+
+Both servers run under uvicorn in threads on free ports; each stops when its test ends and
+in any case after ``LIFETIME`` seconds or ``MAX_REQUESTS`` requests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+
+import httpx  # noqa: E402
+import uvicorn  # noqa: E402
+from starlette.applications import Starlette  # noqa: E402
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+
+from salience import Compactor  # noqa: E402
+from salience.adapters.proxy import ProxyConfig, build_app, parse_budget  # noqa: E402
+from salience.messages.responses import check_responses, from_responses  # noqa: E402
+from salience.messages.validate import check_anthropic, check_openai  # noqa: E402
+from salience.transcript import Transcript  # noqa: E402
+
+BUDGET = 500
+LIFETIME = 90.0
+MAX_REQUESTS = 200
+SECRET = "sk-test-secret-123"
+
+
+class Flat:
+    def score(self, transcript, query=None):
+        return [0.5] * len(transcript.entries)
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def log_text(key: str) -> str:
+    return "\n".join(f"record {key} line {i}: value {key}-{i * 13} ok" for i in range(40))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Served:
+    """An ASGI app under uvicorn in a thread on a free port; stops by itself after ``LIFETIME``."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    access_log=False, lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.timer = threading.Timer(LIFETIME, self.stop)
+        self.timer.daemon = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        self.timer.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+        self.timer.cancel()
+        self.thread.join(timeout=10)
+
+
+class Upstream:
+    """A fake OpenAI + Anthropic API that records what it receives."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, str], Any]] = []
+        self.app = Starlette(routes=[
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/v1/responses", self.responses, methods=["POST"]),
+            Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+        ])
+
+    async def _record(self, request: Request) -> Any:
+        body = json.loads(await request.body())
+        self.received.append((request.url.path, dict(request.headers), body))
+        if len(self.received) > MAX_REQUESTS:
+            raise RuntimeError("the fake upstream got more requests than a test makes")
+        return body
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "gpt-4o", "object": "model", "created": 0,
+                                                          "owned_by": "test"}]})
+
+    async def chat(self, request: Request) -> Response:
+        body = await self._record(request)
+        if body.get("model") == "missing-model":
+            return JSONResponse({"error": {"message": "The model does not exist", "type": "invalid_request_error",
+                                           "param": "model", "code": "model_not_found"}}, status_code=404)
+        if body.get("stream"):
+            def chunks() -> Iterator[bytes]:
+                for i, text in enumerate(["Hello", " world"]):
+                    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": text} if i == 0
+                                          else {"content": text}, "finish_reason": None}]}
+                    yield f"data: {json.dumps(chunk)}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+
+            return StreamingResponse(chunks(), media_type="text/event-stream")
+        return JSONResponse({"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello world"},
+                                          "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}})
+
+    async def responses(self, request: Request) -> Response:
+        body = await self._record(request)
+        return JSONResponse({"id": "resp_1", "object": "response", "created_at": 0, "model": body["model"],
+                             "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto",
+                             "tools": [], "output": [{"type": "message", "id": "msg_1", "role": "assistant",
+                                                      "status": "completed", "content": [
+                                                          {"type": "output_text", "text": "Hello world",
+                                                           "annotations": []}]}]})
+
+    async def messages(self, request: Request) -> Response:
+        body = await self._record(request)
+        message = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                   "content": [{"type": "text", "text": "Hello world"}], "stop_reason": "end_turn",
+                   "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 2}}
+        if body.get("stream"):
+            def events() -> Iterator[bytes]:
+                start = {**message, "content": [], "stop_reason": None}
+                for name, data in [
+                    ("message_start", {"type": "message_start", "message": start}),
+                    ("content_block_start", {"type": "content_block_start", "index": 0,
+                                             "content_block": {"type": "text", "text": ""}}),
+                    ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                             "delta": {"type": "text_delta", "text": "Hello"}}),
+                    ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                             "delta": {"type": "text_delta", "text": " world"}}),
+                    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
+                                                                           "stop_sequence": None},
+                                       "usage": {"output_tokens": 2}}),
+                    ("message_stop", {"type": "message_stop"}),
+                ]:
+                    yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+        return JSONResponse(message)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[Upstream, Served, Any]]:
+    upstream = Upstream()
+    compactor = Compactor(scorer=Flat(), budget=BUDGET, counter=words, pin_last=2, max_entry_tokens=None)
+    with Served(upstream.app) as up:
+        app = build_app(ProxyConfig(upstream=up.url, compactor=compactor, timeout=30))
+        with Served(app) as proxy:
+            yield upstream, proxy, app
+
+
+def openai_history(n: int = 8) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are a booking agent."},
+                                 {"role": "user", "content": "Check my trips."}]
+    for i in range(n):
+        out.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"k": i})}}]})
+        out.append({"role": "tool", "tool_call_id": f"c{i}", "content": log_text(f"K{i}")})
+    out.append({"role": "user", "content": "Which one is delayed?"})
+    return out
+
+
+def anthropic_history(n: int = 8) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "user", "content": "Check my trips."}]
+    for i in range(n):
+        out.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "lookup",
+                                                      "input": {"k": i}}]})
+        out.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                                 "content": log_text(f"K{i}")}]})
+    out[-1]["content"].append({"type": "text", "text": "Which one is delayed?"})
+    return out
+
+
+def tokens(transcript: Transcript) -> int:
+    return sum(words(e.text) for e in transcript.entries)
+
+
+def last(upstream: Upstream, path: str) -> tuple[dict[str, str], Any]:
+    found = [(h, b) for p, h, b in upstream.received if p == path]
+    assert found, f"the upstream got no request on {path}"
+    return found[-1]
+
+
+def openai_client(proxy: Served, **kw: Any) -> Any:
+    return openai.OpenAI(base_url=proxy.url + "/v1", api_key=SECRET, max_retries=0, timeout=30, **kw)
+
+
+def anthropic_client(proxy: Served) -> Any:
+    return anthropic.Anthropic(base_url=proxy.url, api_key=SECRET, max_retries=0, timeout=30)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_openai_chat(servers, stream, caplog):
+    upstream, proxy, _ = servers
+    history = openai_history()
+    caplog.set_level(logging.DEBUG, logger="salience.proxy")
+    client = openai_client(proxy)
+    if stream:
+        chunks = client.chat.completions.create(model="gpt-4o", messages=history, stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    else:
+        text = client.chat.completions.create(model="gpt-4o", messages=history).choices[0].message.content
+    assert text == "Hello world"
+    headers, body = last(upstream, "/v1/chat/completions")
+    assert headers["authorization"] == f"Bearer {SECRET}"
+    assert body["stream"] is stream if stream else "stream" not in body
+    sent = body["messages"]
+    assert check_openai(sent) == []
+    assert tokens(Transcript.from_openai(sent)) <= BUDGET < tokens(Transcript.from_openai(history))
+    assert sent[0] == history[0] and sent[-1] == history[-1]
+    assert SECRET not in caplog.text and "record K" not in caplog.text and "booking agent" not in caplog.text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_anthropic_messages(servers, stream):
+    upstream, proxy, _ = servers
+    history = anthropic_history()
+    client = anthropic_client(proxy)
+    if stream:
+        with client.messages.stream(model="claude-sonnet-4-5", max_tokens=64, system="You are a booking agent.",
+                                    messages=history) as s:
+            text = "".join(s.text_stream)
+    else:
+        reply = client.messages.create(model="claude-sonnet-4-5", max_tokens=64, system="You are a booking agent.",
+                                       messages=history)
+        text = reply.content[0].text
+    assert text == "Hello world"
+    headers, body = last(upstream, "/v1/messages")
+    assert SECRET in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer "))
+    assert "anthropic-version" in headers
+    assert check_anthropic(body["messages"], system=body.get("system")) == []
+    sent = Transcript.from_anthropic(body["messages"], system=body.get("system"))
+    assert tokens(sent) <= BUDGET < tokens(Transcript.from_anthropic(history, system="You are a booking agent."))
+    assert body["system"] == "You are a booking agent."
+
+
+def test_openai_responses(servers):
+    upstream, proxy, _ = servers
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Check my trips."}]
+    for i in range(8):
+        items += [{"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": json.dumps({"k": i})},
+                  {"type": "function_call_output", "call_id": f"c{i}", "output": log_text(f"K{i}")}]
+    items.append({"role": "user", "content": "Which one is delayed?"})
+    reply = openai_client(proxy).responses.create(model="gpt-4o", instructions="You are a booking agent.",
+                                                  input=items)
+    assert reply.output_text == "Hello world"
+    _, body = last(upstream, "/v1/responses")
+    assert check_responses(body["input"]) == []
+    assert tokens(from_responses(body["input"])) + words(body["instructions"]) <= BUDGET
+    assert body["instructions"] == "You are a booking agent."
+    assert tokens(from_responses(items)) > BUDGET
+
+
+def test_budget_header_and_metrics(servers):
+    upstream, proxy, _ = servers
+    client = openai_client(proxy, default_headers={"x-salience-budget": "300", "x-salience-conversation": "conv-1"})
+    client.chat.completions.create(model="gpt-4o", messages=openai_history())
+    headers, body = last(upstream, "/v1/chat/completions")
+    assert tokens(Transcript.from_openai(body["messages"])) <= 300
+    assert not any(k.startswith("x-salience") for k in headers)
+    metrics = httpx.get(proxy.url + "/metrics", timeout=10).json()
+    chat = metrics["chat"]
+    assert chat["requests"] >= 1 and chat["tokens_in"] > chat["tokens_out"] > 0
+    assert chat["latency_ms_p50"] > 0 and chat["latency_ms_p99"] >= chat["latency_ms_p50"]
+
+
+def test_upstream_errors_pass_through(servers):
+    _, proxy, _ = servers
+    with pytest.raises(openai.NotFoundError) as info:
+        openai_client(proxy).chat.completions.create(model="missing-model", messages=openai_history(1))
+    assert info.value.status_code == 404 and info.value.body["code"] == "model_not_found"
+    # other paths are forwarded untouched
+    assert [m.id for m in openai_client(proxy).models.list()] == ["gpt-4o"]
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/v1/chat/completions", b"{not json", "body"),
+    ("/v1/chat/completions", json.dumps({"model": "gpt-4o", "messages": "hi"}).encode(), "messages"),
+    ("/v1/chat/completions", json.dumps({"model": "gpt-4o", "messages": [{"content": "x"}]}).encode(),
+     "messages[0].role"),
+    ("/v1/responses", json.dumps({"model": "gpt-4o", "input": 3}).encode(), "input"),
+    ("/v1/messages", json.dumps({"model": "c", "messages": [{"role": "user", "content": "x"}],
+                                 "system": 5}).encode(), "system"),
+], ids=["not-json", "messages-not-list", "no-role", "input", "system"])
+def test_malformed_bodies_get_a_400_naming_the_field(servers, path, body, param):
+    upstream, proxy, _ = servers
+    before = len(upstream.received)
+    response = httpx.post(proxy.url + path, content=body, headers={"content-type": "application/json"}, timeout=10)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert param.split("[")[0].split(".")[0] in error["message"]
+    if path != "/v1/messages":
+        assert error["param"] == param
+    assert len(upstream.received) == before  # never forwarded
+
+
+def test_invalid_messages_get_a_400(servers):
+    upstream, proxy, _ = servers
+    before = len(upstream.received)
+    bad = [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}]
+    response = httpx.post(proxy.url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": bad}, timeout=10)
+    assert response.status_code == 400 and "tool_call_id" in response.json()["error"]["message"]
+    assert len(upstream.received) == before
+
+
+def test_parse_budget():
+    assert parse_budget("25%") == (None, 0.25) and parse_budget("1200") == (1200, None)
+    with pytest.raises(ValueError, match="budget must be a positive number"):
+        parse_budget("0")
+
+
+@pytest.mark.parametrize("argv, code, text", [
+    (["proxy", "--help"], 0, "usage: salience proxy"),
+    (["proxy", "--upstream", "api.openai.com", "--scorer", "recency"], 2, "--upstream must be an http"),
+    (["proxy", "--upstream", "http://127.0.0.1:9", "--budget", "0", "--scorer", "recency"], 2,
+     "budget must be a positive number"),
+    (["proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--scorer", "recency"], 2, "--port must be"),
+], ids=["help", "bad-upstream", "bad-budget", "bad-port"])
+def test_command_line(argv, code, text, capsys):
+    from salience.cli import main
+
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    assert text in captured.out + captured.err
