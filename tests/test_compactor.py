@@ -877,3 +877,20 @@ def test_real_transcripts_stay_valid_within_budget(name: str, fmt: str) -> None:
         else:
             assert_anthropic_valid(result.messages, may_be_unanswered=set(t.unanswered_calls()))
         assert result.restore(list(result.archive)) == messages
+
+
+def test_state_changing_actions_outlast_reads_of_the_same_score() -> None:
+    """An edit the agent made (call kept, result at least a stub) stays before reads do."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs."},
+                                      {"role": "user", "content": "Fix the rounding bug."}]
+    for k, name in enumerate(["read_file", "edit_file", "read_file", "read_file"]):
+        calls = [call(f"c{k}", name, path=f"src/m{k}.py")]
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"result {k} " + "text " * 40})
+    messages.append({"role": "user", "content": "Done?"})
+    flat = make(scorer=DictScorer(default=0.1))
+    budget = total_tokens(messages) // 3
+    result = flat.compact(messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.choices["m4"] is not Option.DROP and result.choices["m5"] is not Option.DROP  # the edit, its result
+    assert any(result.choices[x] is Option.DROP for x in ("m2", "m6", "m8"))  # some read gave way instead

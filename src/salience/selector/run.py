@@ -19,7 +19,9 @@ A :class:`Run` holds what :meth:`Compactor.compact
 4. values ``(score + eps_i) * retain[option]`` (``retain``: FULL 1.0, TRIM 0.6, STUB
    0.15 by default; a trimmed or stubbed form's worth counts the share of the entry's
    values it keeps for :data:`VALUE_WEIGHT`; ``eps_i = EPSILON * (i + 1) / n`` so that
-   ties go to the recent entries) in a :class:`Problem`;
+   ties go to the recent entries), plus :data:`ACTION_WORTH` for every form that keeps a
+   state-changing call of the agent's (an edit, a booking: what a reader must know was
+   done), in a :class:`Problem`;
 5. :func:`salience.selector.knapsack.solve` picks one option per entry, tool groups
    atomic (a call is kept, in any form, iff its results are), and :meth:`Run.assemble`
    renders the choice back in the caller's format as a
@@ -41,15 +43,18 @@ from salience.selector.options import OptionsCache, entry_options, min_cost, uni
 from salience.selector.params import Config
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
+from salience.tooltypes import ToolType, tool_type
 from salience.transcript import Entry, Transcript
 
-__all__ = ["EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
+__all__ = ["ACTION_WORTH", "EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
 
 #: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
 #: that form's worth (the rest is ``retain``).
 VALUE_WEIGHT = 0.5
 #: Recency tie-breaker added to scores (scaled by position, at most this much).
 EPSILON = 1e-3
+#: Worth added to every form of an assistant entry that keeps a state-changing call.
+ACTION_WORTH = 0.5
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -164,6 +169,12 @@ class Run:
             pins[max(0, self.n - cfg.pin_last):] = True
         return pins
 
+    def edit_actions(self, policy: PhasePolicy) -> np.ndarray:
+        """Assistant entries with a call to a state-changing tool (:attr:`ToolType.EDIT`)."""
+        return np.array([e.role == "assistant" and any(tool_type(c.name, policy.tool_types) is ToolType.EDIT
+                                                        for c in e.tool_calls)
+                         for e in self.source.entries], dtype=bool).reshape(self.n)
+
     def system_mask(self) -> np.ndarray:
         return np.array([e.role == "system" for e in self.source.entries], dtype=bool).reshape(self.n)
 
@@ -247,6 +258,10 @@ class Run:
         retain[:, _TRIM] = np.maximum(retain[:, _TRIM], retain[:, _STUB])
         eps = EPSILON * (np.arange(self.n) + 1) / max(self.n, 1)
         values = (scores + eps)[:, None] * retain
+        # The agent's own state-changing actions (an edit, a booking, a cancellation) are
+        # what a reader needs to know was done, and cost little: every form that keeps
+        # the call is worth ACTION_WORTH more (the call stays whole in each of them).
+        values[self.edit_actions(policy), :_DROP] += ACTION_WORTH
         values[:, _DROP] = 0.0
         if soft.any():
             values = values + _pin_worth(values, soft)
