@@ -5,7 +5,7 @@ several points), so this runs all fifteen: for each, an ImportanceScorer's prior
 trained on the four training conversations (each turn labelled by whether any question
 cites it as evidence, which is what ``fit`` does with their questions) and scored on the
 two others without a question; entries are packed greedily by score to 5/10/25% of each
-conversation's tokens (:func:`salience.training.bench.evidence_recall`), beside the
+conversation's tokens (:func:`salience.bench.evidence_recall`), beside the
 recency window. Only the prior is fitted: the query-aware model plays no part in these
 figures, and leaving it out makes a split take seconds instead of a minute and a half.
 
@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from salience import ImportanceScorer, Transcript, load_transcripts  # noqa: E402
+from salience.bench import evidence_recall  # noqa: E402
 from salience.scorer.baselines import RecencyScorer  # noqa: E402
-from salience.training.bench import evidence_recall  # noqa: E402
 
 
 def evidence_labels(t: Transcript) -> Transcript:

@@ -35,16 +35,16 @@ except ImportError:  # running from a checkout without installing
 from rich.console import Console
 
 from salience import ImportanceScorer, load_transcripts
-from salience.scorer.baselines import RecencyScorer
-from salience.scorer.labels import label
-from salience.training.bench import (
+from salience.bench import (
     BenchReport,
     compactor_selector,
     hindsight_auc,
     reference_recall,
     run_benchmark,
-    split_transcripts,
 )
+from salience.scorer.baselines import RecencyScorer
+from salience.scorer.labels import label
+from salience.training.split import split_transcripts
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 console = Console()

@@ -1322,7 +1322,7 @@ def long_chat(tid: str, speakers: tuple[str, str], sessions: list[tuple[str, lis
         for text, evidence, at, cat, answer in CHAT_QUERIES[tid]
     )
     # Messages carry "meta"; the canonical JSONL parser moves it into Entry.meta.
-    from salience.formats.jsonl import parse_transcript
+    from salience.datasets.jsonl import parse_transcript
 
     obj = {"id": tid, "domain": "conversation", "messages": messages,
            "meta": {"speaker_a": speakers[0], "speaker_b": speakers[1],

@@ -9,9 +9,9 @@ Usage::
 
 ``--scorer`` follows the grammar of :mod:`salience.cli.scorers`; a baseline under test
 is left out of the baselines beside it. Runs
-:func:`salience.training.bench.run_benchmark` and prints a table. With
+:func:`salience.bench.run_benchmark` and prints a table. With
 ``--split test`` only the held-out part of the data is used
-(:func:`~salience.training.bench.split_transcripts`, the split ``salience train``
+(:func:`~salience.training.split.split_transcripts`, the split ``salience train``
 uses). When the scorer came from a ``models:/`` URI and MLflow tracking is
 available, the metrics (and the plot and JSON, if written) are logged against that
 model unless ``--no-track``. Bad input (an unknown baseline or kind, a bad budget, a
@@ -83,7 +83,7 @@ def resolve_scorer(spec: str) -> tuple[Any, str | None]:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from salience.training.bench import BASELINE_NAMES, DEFAULT_BASELINES, BenchKind
+    from salience.bench import BASELINE_NAMES, DEFAULT_BASELINES, BenchKind
 
     parser = subparsers.add_parser(
         "bench",
@@ -138,7 +138,8 @@ def _track(uri: str, metrics: dict[str, float], artifacts: list[Path]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from salience.training.bench import BASELINE_NAMES, BenchKind, run_benchmark, split_transcripts
+    from salience.bench import BASELINE_NAMES, BenchKind, run_benchmark
+    from salience.training.split import split_transcripts
 
     started = time.perf_counter()
     budgets = parse_budgets(args.budgets) if args.budgets is not None else None

@@ -123,7 +123,7 @@ def read_input(path: str | Path, format: str | None = None) -> LoadedInput:
     file that cannot be read or holds nothing compactable.
     """
     from salience.datasets import load_transcripts
-    from salience.selector.compactor import detect_format
+    from salience.messages.dispatch import detect_format
 
     name = str(path)
     if format is not None and format not in INPUT_FORMATS:
@@ -294,7 +294,7 @@ def read_profile(path: str | None) -> dict[str, Any] | None:
     """The Compactor parameters of ``--profile``, read and checked before any work."""
     if path is None:
         return None
-    from salience.selector.compactor import load_profile
+    from salience.selector.params import load_profile
 
     try:
         return dict(load_profile(path))

@@ -166,7 +166,7 @@ def compact_frame(compactor: Any, model_input: Any, params: Mapping[str, Any] | 
 
 def score_frame(scorer: Any, model_input: Any, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Score every entry of every row of ``model_input``: columns ``ids`` and ``scores`` (JSON lists)."""
-    from salience.selector.compactor import detect_format
+    from salience.messages.dispatch import detect_format
     from salience.transcript import Transcript
 
     params = dict(params or {})

@@ -145,7 +145,8 @@ _TUNED = ("pin_last", "pin_last_user", "critical", "max_entry_tokens", "trim_kee
 
 
 def _compactor_defaults() -> dict[str, Any]:
-    from salience.selector.compactor import DEFAULT_RETAIN, Compactor
+    from salience.selector.compactor import Compactor
+    from salience.selector.params import DEFAULT_RETAIN
 
     sig = inspect.signature(Compactor.__init__)
     out = {name: sig.parameters[name].default for name in _TUNED}
