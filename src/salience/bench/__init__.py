@@ -17,7 +17,10 @@ The package follows the data flow of one benchmark run:
   scorer and each baseline, in one process;
 * :mod:`salience.bench.independent` (issue #14, imported on its own): a second,
   independent reference definition over OpenAI messages, with its own baselines, so
-  that a figure does not hold only because the benchmark and the labels agree.
+  that a figure does not hold only because the benchmark and the labels agree: the
+  definitions are :mod:`salience.bench.references`, the baselines
+  :mod:`salience.bench.message_baselines`, and ``independent`` the results and the
+  runner (it re-exports the other two).
 
 Imports run one way: ``bench`` uses :mod:`salience.scorer`, :mod:`salience.selector`,
 :mod:`salience.tokens` and :mod:`salience.transcript`; :mod:`salience.training` (train,

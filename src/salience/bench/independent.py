@@ -1,45 +1,24 @@
 """Benchmarks that cannot flatter us (issue #14): an independent reference definition,
 code support for coding agents, real baselines over OpenAI message lists, and a runner.
 
+* :mod:`salience.bench.references`: a message's text and tokens, the budget of a step,
+  the independent references (:func:`independent_references`), code support
+  (:func:`code_references`, :func:`actions_kept`) and tool pairing
+  (:func:`tool_pairing_errors`): the definitions, stated there in full;
+* :mod:`salience.bench.message_baselines`: the real baselines, each running as itself
+  on the message list (:func:`sliding_window`, :func:`observation_masking`,
+  :func:`keep_last_tool_results`, :func:`value_stub_masking`, by name
+  :func:`baseline_selectors`; :func:`compactor_selector` wraps a Compactor);
+* here: the results (:class:`IndependentReport`) and the runner (:func:`evaluate`).
+
+This module re-exports every public name of the other two, so
+``from salience.bench.independent import sliding_window`` keeps working.
+
 Everything here works on OpenAI chat messages (``transcript.to_openai()``), the
 format a user hands to :class:`salience.Compactor`, and shares no code with the
 scorer's training labels or with ``salience bench``'s value extractor: the point is
 a second, equally reasonable measure, so that a figure does not hold only because
 the benchmark and the labels agree with each other.
-
-**Text and tokens.** A message's *text* (:func:`message_text`) is its content (a
-string, or the ``text`` of its text parts) plus each tool call's name and
-arguments, joined by newlines. Its tokens (:func:`message_tokens`) are cl100k
-tokens of that text (:mod:`salience.tokens`, offline), with no per-message
-overhead. The budget of a step at fraction ``f`` (:func:`history_budget`) is the
-history's system tokens plus ``f`` times its other tokens (at least 1).
-
-**The independent references** (:func:`independent_references`). A step is an
-assistant message that carries tool calls; its history is the messages before it.
-Its references are every string (3+ characters once stripped) found at any depth
-among the values of its calls' JSON arguments (object keys are not values), and
-every JSON number whose literal has 3+ digits, each counted once, if it occurs as a
-substring of the text of an earlier non-system message and not in the text of any
-system message of the history. A reference's *source* is the earliest such
-message; the references whose source is a ``user`` message are *user-given*. A
-reference is *visible* when it is a substring of the compacted messages' text.
-
-**Code support** (:func:`code_references`). A step *acts* when it is an assistant
-message with tool calls, or whose content holds an action block (a fenced code
-block, ``<execute>`` or ``<solution>``: SWE-agent's text actions, MINT's code).
-Its supported references are the code lines of the action (stripped, at least
-:data:`MIN_CODE_CHARS` non-space characters, not only punctuation) and the file
-paths in it that occur in an earlier observation (a ``tool`` message, or a
-``user`` message that starts with ``Observation``) and not in the system text.
-*Actions kept* (:func:`actions_kept`) counts the history's acting messages whose
-whole text is still a substring of the compacted text.
-
-**Baselines**, each running as itself on the message list, and each within budget
-by the same count or counted as over: :func:`sliding_window`,
-:func:`observation_masking` (keep the last 10 tool results),
-:func:`keep_last_tool_results` (the last 3) and :func:`value_stub_masking`.
-:func:`baseline_selectors` gives them by name; :func:`compactor_selector` wraps a
-:class:`~salience.Compactor`.
 
 **The runner** (:func:`evaluate`) replays transcripts, calls every selector at every
 measured step and fraction, and returns an :class:`IndependentReport`: per method
@@ -66,7 +45,6 @@ as ``salience bench`` counts it), user-given recall, code support, actions kept
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -76,9 +54,39 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from salience.bench.message_baselines import (
+    CLEARED,
+    OMITTED,
+    Selector,
+    baseline_selectors,
+    compactor_selector,
+    keep_last_tool_results,
+    observation_masking,
+    sliding_window,
+    value_stub_masking,
+)
+from salience.bench.references import (
+    MIN_CODE_CHARS,
+    CodeStep,
+    IndependentStep,
+    Message,
+    actions,
+    actions_kept,
+    code_references,
+    history_budget,
+    independent_references,
+    is_action,
+    is_observation,
+    is_step,
+    message_text,
+    message_tokens,
+    messages_tokens,
+    reference_strings,
+    tool_pairing_errors,
+    visible,
+)
 from salience.errors import BudgetError, ParameterError, ParameterKeyError, SalienceError
 from salience.tokens import CounterLike, TokenCounter, as_counter
-from salience.values import extract_values
 
 if TYPE_CHECKING:
     from salience.transcript import Transcript
@@ -119,567 +127,6 @@ __all__ = [
 
 #: Budget fractions (shares of the non-system tokens, over the system prompt).
 DEFAULT_FRACTIONS: tuple[float, ...] = (0.10, 0.25)
-#: Non-space characters a code line needs to count as a copied line.
-MIN_CODE_CHARS = 10
-#: Placeholders the masking baselines put in place of a tool result's content.
-OMITTED = "[observation omitted]"
-CLEARED = "[tool result cleared]"
-
-Message = Mapping[str, Any]
-#: A selector: ``selector(messages, budget) -> messages`` (OpenAI chat messages).
-Selector = Callable[[Sequence[Message], int], Sequence[Message]]
-
-
-# --------------------------------------------------------------------------
-# text and tokens
-# --------------------------------------------------------------------------
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, str):
-                parts.append(part)
-        return "\n".join(parts)
-    return ""
-
-
-def _calls(message: Message) -> list[tuple[str, str, str]]:
-    """``(id, name, arguments)`` of each tool call of ``message``."""
-    out = []
-    for call in message.get("tool_calls") or ():
-        if not isinstance(call, Mapping):
-            continue
-        fn = call.get("function")
-        fn = fn if isinstance(fn, Mapping) else {}
-        name = fn.get("name")
-        args = fn.get("arguments")
-        out.append((str(call.get("id") or ""), name if isinstance(name, str) else "",
-                    args if isinstance(args, str) else "" if args is None else json.dumps(args)))
-    return out
-
-
-def message_text(message: Message) -> str:
-    """The text of one OpenAI message: its content (a string, or the ``text`` of its
-    parts) and each tool call's name and arguments, joined by newlines (empty parts
-    left out). A tool message's ``name`` is not part of it.
-
-    >>> message_text({"role": "assistant", "content": "let me look",
-    ...               "tool_calls": [{"id": "c", "function": {"name": "find", "arguments": '{"q": 1}'}}]})
-    'let me look\\nfind\\n{"q": 1}'
-    >>> message_text({"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url"}]})
-    'hi'
-    """
-    parts = [_content_text(message.get("content"))]
-    for _, name, args in _calls(message):
-        parts.extend((name, args))
-    return "\n".join(p for p in parts if p)
-
-
-def message_tokens(message: Message, counter: CounterLike = None) -> int:
-    """cl100k tokens (or ``counter``'s) of :func:`message_text`, no overhead added."""
-    return as_counter(counter).count(message_text(message))
-
-
-def messages_tokens(messages: Iterable[Message], counter: CounterLike = None) -> int:
-    """The sum of :func:`message_tokens` over ``messages``: the count every budget is checked by."""
-    tc = as_counter(counter)
-    return sum(tc.count(message_text(m)) for m in messages)
-
-
-def history_budget(history: Sequence[Message], fraction: float, counter: CounterLike = None) -> int:
-    """The system tokens of ``history`` plus ``fraction`` times its other tokens
-    (rounded down), and at least 1.
-
-    >>> words = lambda text: len(text.split())
-    >>> history_budget([{"role": "system", "content": "a b"}, {"role": "user", "content": "c d e f"}], 0.5, words)
-    4
-    """
-    tc = as_counter(counter)
-    system = other = 0
-    for m in history:
-        n = tc.count(message_text(m))
-        if m.get("role") == "system":
-            system += n
-        else:
-            other += n
-    return max(1, system + int(fraction * other))
-
-
-def visible(refs: Iterable[str], messages: Sequence[Message]) -> int:
-    """How many of ``refs`` are substrings of the text of ``messages`` (case-sensitive)."""
-    text = "\n".join(message_text(m) for m in messages)
-    return sum(r in text for r in refs)
-
-
-# --------------------------------------------------------------------------
-# the independent reference definition
-# --------------------------------------------------------------------------
-
-
-class _Number(str):
-    """A JSON number's literal text (what the arguments actually wrote)."""
-
-    __slots__ = ()
-
-
-def _leaf_values(obj: Any, out: dict[str, None]) -> None:
-    if isinstance(obj, dict):
-        for value in obj.values():
-            _leaf_values(value, out)
-    elif isinstance(obj, list):
-        for value in obj:
-            _leaf_values(value, out)
-    elif isinstance(obj, _Number):
-        if sum(ch.isdigit() for ch in obj) >= 3:
-            out.setdefault(str(obj), None)
-    elif isinstance(obj, str):
-        s = obj.strip()
-        if len(s) >= 3:
-            out.setdefault(s, None)
-
-
-def reference_strings(arguments: str) -> list[str]:
-    """The candidate references of one call's JSON ``arguments``, in order, each once:
-    every string value at any depth with 3+ characters (stripped) and every number
-    whose literal has 3+ digits (as written: ``1250.0`` stays ``1250.0``). Object keys,
-    booleans and ``null`` are not values; arguments that are not JSON give none.
-
-    >>> reference_strings('{"a": {"b": ["xyz", " ab ", 12, 345, 1.25]}, "long_key": "ok", "c": "HAT136"}')
-    ['xyz', '345', '1.25', 'HAT136']
-    >>> reference_strings('not json')
-    []
-    """
-    try:
-        obj = json.loads(arguments, parse_int=_Number, parse_float=_Number)
-    except (json.JSONDecodeError, TypeError, ValueError):
-        return []
-    out: dict[str, None] = {}
-    _leaf_values(obj, out)
-    return list(out)
-
-
-def is_step(message: Message) -> bool:
-    """An independent-reference step: an assistant message that carries tool calls."""
-    return message.get("role") == "assistant" and bool(message.get("tool_calls"))
-
-
-@dataclass(frozen=True, slots=True)
-class IndependentStep:
-    """The independent references of the step at ``index``: ``refs`` in order of
-    appearance in the calls, ``sources`` the index of each one's earliest non-system
-    message, ``user_given`` those whose source is a user message."""
-
-    index: int
-    refs: tuple[str, ...]
-    sources: tuple[int, ...]
-    user_given: tuple[str, ...]
-
-
-def _system_text(history: Sequence[Message]) -> str:
-    return "\n".join(message_text(m) for m in history if m.get("role") == "system")
-
-
-def independent_references(messages: Sequence[Message], index: int,
-                           _texts: Sequence[str] | None = None) -> IndependentStep:
-    """The independent references of ``messages[index]`` against ``messages[:index]``
-    (empty when the message is not a step; see the module docstring for the rules).
-    """
-    if not 0 <= index < len(messages):
-        raise ParameterError(f"independent_references: index must be in [0, {len(messages)}) (got {index!r})")
-    step = messages[index]
-    if not is_step(step):
-        return IndependentStep(index=index, refs=(), sources=(), user_given=())
-    texts = _texts if _texts is not None else [message_text(m) for m in messages[:index]]
-    history = messages[:index]
-    system = "\n".join(t for m, t in zip(history, texts) if m.get("role") == "system")
-    candidates: dict[str, None] = {}
-    for _, _, args in _calls(step):
-        candidates.update(dict.fromkeys(reference_strings(args)))
-    refs: list[str] = []
-    sources: list[int] = []
-    user: list[str] = []
-    for ref in candidates:
-        if ref in system:
-            continue
-        source = next((j for j, (m, t) in enumerate(zip(history, texts))
-                       if m.get("role") != "system" and ref in t), None)
-        if source is None:
-            continue
-        refs.append(ref)
-        sources.append(source)
-        if history[source].get("role") == "user":
-            user.append(ref)
-    return IndependentStep(index=index, refs=tuple(refs), sources=tuple(sources), user_given=tuple(user))
-
-
-# --------------------------------------------------------------------------
-# code support
-# --------------------------------------------------------------------------
-
-_BLOCK = re.compile(
-    r"```[^\n`]*\n?(.*?)```|<execute>(.*?)</execute>|<solution>(.*?)</solution>",
-    re.DOTALL,
-)
-_PATH = re.compile(
-    r"(?<![\w./-])(?:~|\.{1,2})?/?(?:[\w.\-]+/)+[\w.\-]+"  # a/b, /a/b.c, ./x/y
-    r"|(?<![\w./-])[\w\-]+\.(?:py|pyi|js|ts|tsx|jsx|rs|go|java|c|h|cc|cpp|hpp|md|rst|json|yaml|yml|toml|txt|"
-    r"csv|html|css|sh|cfg|ini|sql|rb|php|ipynb|xml)\b"
-)
-
-
-def is_action(message: Message) -> bool:
-    """An acting step: an assistant message with tool calls, or whose content holds an
-    action block (a fenced code block, ``<execute>...</execute>`` or ``<solution>...</solution>``)."""
-    if message.get("role") != "assistant":
-        return False
-    if message.get("tool_calls"):
-        return True
-    return _BLOCK.search(_content_text(message.get("content"))) is not None
-
-
-def is_observation(message: Message) -> bool:
-    """A tool result, or a ``user`` turn that reports an observation (MINT's ``Observation:``)."""
-    role = message.get("role")
-    if role == "tool":
-        return True
-    return role == "user" and _content_text(message.get("content")).lstrip().startswith("Observation")
-
-
-def _strings(obj: Any, out: list[str]) -> None:
-    if isinstance(obj, dict):
-        for value in obj.values():
-            _strings(value, out)
-    elif isinstance(obj, list):
-        for value in obj:
-            _strings(value, out)
-    elif isinstance(obj, str):
-        out.append(obj)
-
-
-def _action_text(message: Message) -> str:
-    """What an action does: its calls' argument strings (decoded, so code keeps its
-    lines), or the contents of its action blocks."""
-    calls = _calls(message)
-    if calls:
-        parts: list[str] = []
-        for _, _, args in calls:
-            try:
-                obj = json.loads(args)
-            except (json.JSONDecodeError, TypeError, ValueError):
-                parts.append(args)
-                continue
-            _strings(obj, parts)
-        return "\n".join(parts)
-    content = _content_text(message.get("content"))
-    return "\n".join(next(g for g in m.groups() if g is not None) for m in _BLOCK.finditer(content))
-
-
-def _code_lines(text: str) -> list[str]:
-    out: dict[str, None] = {}
-    for line in text.splitlines():
-        s = line.strip()
-        if sum(not ch.isspace() for ch in s) >= MIN_CODE_CHARS and any(ch.isalnum() for ch in s):
-            out.setdefault(s, None)
-    return list(out)
-
-
-@dataclass(frozen=True, slots=True)
-class CodeStep:
-    """The code support references of the acting step at ``index``: ``lines`` and
-    ``paths`` copied from earlier observations (a line that is only a path counts
-    once, as a path); ``refs`` is both, lines first."""
-
-    index: int
-    lines: tuple[str, ...]
-    paths: tuple[str, ...]
-
-    @property
-    def refs(self) -> tuple[str, ...]:
-        return self.lines + self.paths
-
-
-def code_references(messages: Sequence[Message], index: int,
-                    _texts: Sequence[str] | None = None) -> CodeStep:
-    """The code lines and file paths that the action ``messages[index]`` copies from
-    earlier observations (:func:`is_observation`) and that no system message of the
-    history holds; empty when the message does not act (:func:`is_action`).
-
-    >>> history = [{"role": "user", "content": "fix it"},
-    ...            {"role": "assistant", "content": "```\\nopen src/app.py\\n```"},
-    ...            {"role": "tool", "content": "[File: src/app.py]\\n1:def total(a, b):\\n2:    return a - b"},
-    ...            {"role": "assistant", "content": "```\\nedit src/app.py 1:2\\ndef total(a, b):\\n"
-    ...                                             "    return a + b\\n```"}]
-    >>> code_references(history, 3).refs
-    ('def total(a, b):', 'src/app.py')
-    >>> code_references(history, 1).refs  # the path was only in the user's words, not an observation
-    ()
-    """
-    if not 0 <= index < len(messages):
-        raise ParameterError(f"code_references: index must be in [0, {len(messages)}) (got {index!r})")
-    step = messages[index]
-    if not is_action(step):
-        return CodeStep(index=index, lines=(), paths=())
-    history = messages[:index]
-    texts = _texts if _texts is not None else [message_text(m) for m in history]
-    observed = "\n".join(t for m, t in zip(history, texts) if is_observation(m))
-    if not observed:
-        return CodeStep(index=index, lines=(), paths=())
-    system = "\n".join(t for m, t in zip(history, texts) if m.get("role") == "system")
-    action = _action_text(step)
-    paths = tuple(dict.fromkeys(p for p in (m.group(0).rstrip(".") for m in _PATH.finditer(action))
-                                if len(p) >= 4 and p in observed and p not in system))
-    lines = tuple(s for s in _code_lines(action) if s in observed and s not in system and s not in paths)
-    return CodeStep(index=index, lines=lines, paths=paths)
-
-
-def actions(messages: Sequence[Message]) -> list[int]:
-    """Indices of the acting messages (:func:`is_action`) of ``messages``."""
-    return [i for i, m in enumerate(messages) if is_action(m)]
-
-
-def actions_kept(history: Sequence[Message], compacted: Sequence[Message]) -> tuple[int, int]:
-    """``(kept, total)``: of the acting messages of ``history``, how many have their whole
-    text still visible (a substring of the text of ``compacted``)."""
-    acts = actions(history)
-    if not acts:
-        return 0, 0
-    text = "\n".join(message_text(m) for m in compacted)
-    return sum(message_text(history[i]) in text for i in acts), len(acts)
-
-
-# --------------------------------------------------------------------------
-# validity
-# --------------------------------------------------------------------------
-
-
-def _parents(messages: Sequence[Message]) -> list[int]:
-    """For each message, the index of the latest earlier assistant message whose calls
-    include its ``tool_call_id``, or -1."""
-    latest: dict[str, int] = {}
-    out = []
-    for i, m in enumerate(messages):
-        tcid = m.get("tool_call_id") if m.get("role") == "tool" else None
-        out.append(latest.get(tcid, -1) if isinstance(tcid, str) else -1)
-        if m.get("role") == "assistant":
-            for call_id, _, _ in _calls(m):
-                latest[call_id] = i
-    return out
-
-
-def tool_pairing_errors(messages: Sequence[Message]) -> list[str]:
-    """What makes ``messages`` invalid for the OpenAI API as to tool pairing, one line each:
-    a tool result that answers no earlier call, or a call that no later result answers.
-    Tool messages with no ``tool_call_id`` at all (MINT's observations) are left alone.
-
-    >>> call = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}
-    >>> tool_pairing_errors([call])
-    ["message 0: call 'c1' has no result"]
-    >>> tool_pairing_errors([{"role": "tool", "tool_call_id": "c1", "content": "ok"}])
-    ["message 0: tool result for 'c1' answers no earlier call"]
-    """
-    errors = []
-    open_calls: dict[str, int] = {}
-    for i, m in enumerate(messages):
-        tcid = m.get("tool_call_id")
-        if m.get("role") == "tool" and isinstance(tcid, str):
-            if tcid in open_calls:
-                open_calls.pop(tcid)
-            elif not any(tcid == c for j in range(i) for c, _, _ in _calls(messages[j])):
-                errors.append(f"message {i}: tool result for {tcid!r} answers no earlier call")
-        if m.get("role") == "assistant":
-            for call_id, _, _ in _calls(m):
-                open_calls[call_id] = i
-    errors.extend(f"message {i}: call {c!r} has no result" for c, i in open_calls.items())
-    return errors
-
-
-# --------------------------------------------------------------------------
-# baselines
-# --------------------------------------------------------------------------
-
-
-def _check_budget(name: str, budget: Any) -> int:
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
-        raise ParameterError(f"{name}: budget must be an int number of tokens (got {budget!r:.40} that is a "
-                             f"{type(budget).__name__})")
-    return int(budget)
-
-
-def _window_keep(messages: Sequence[Message], budget: int, costs: Sequence[int]) -> list[int]:
-    """Indices the sliding window keeps (see :func:`sliding_window`)."""
-    n = len(messages)
-    parents = _parents(messages)
-    children: dict[int, list[int]] = {}
-    for i, p in enumerate(parents):
-        if p >= 0:
-            children.setdefault(p, []).append(i)
-    system = [i for i, m in enumerate(messages) if m.get("role") == "system"]
-    left = budget - sum(costs[i] for i in system)
-    start = n  # the kept suffix is messages[start:] (system messages aside)
-    while start > 0:
-        lo = start - 1
-        # extend the block back until every tool result in it has its call in it, and
-        # every call in it has all its results inside the block or the kept suffix
-        changed = True
-        while changed:
-            changed = False
-            for i in range(lo, start):
-                p = parents[i]
-                if 0 <= p < lo:
-                    lo, changed = p, True
-                    break
-        cost = sum(costs[i] for i in range(lo, start) if messages[i].get("role") != "system")
-        if cost > left:
-            break
-        left -= cost
-        start = lo
-    keep = set(system) | {i for i in range(start, n) if messages[i].get("role") != "system"}
-    # a call whose results are not all kept goes too (results before their call, malformed input)
-    for p, kids in children.items():
-        if p in keep and not all(k in keep for k in kids):
-            keep.discard(p)
-            keep.difference_update(kids)
-    return sorted(keep)
-
-
-def sliding_window(messages: Sequence[Message], budget: int, *, counter: CounterLike = None) -> list[Message]:
-    """The plain sliding window: every system message, then whole messages contiguous
-    from the end, as many as fit ``budget`` (by :func:`messages_tokens`).
-
-    Walking back, a tool result brings its call and everything between them, as one
-    block; the walk stops at the first block that does not fit. So a result whose
-    call fell out goes too, a call is kept only with all its results, and the output
-    is valid for the OpenAI API whenever the input was. Returns the same message
-    objects (never copies, never mutates). When the system messages alone exceed the
-    budget, they are returned alone (over budget: callers count that).
-
-    >>> words = lambda text: len(text.split())
-    >>> msgs = [{"role": "system", "content": "be brief"}] + [{"role": "user", "content": f"turn {i}"}
-    ...                                                         for i in range(4)]
-    >>> [m["content"] for m in sliding_window(msgs, 6, counter=words)]
-    ['be brief', 'turn 2', 'turn 3']
-    """
-    budget = _check_budget("sliding_window", budget)
-    tc = as_counter(counter)
-    costs = [tc.count(message_text(m)) for m in messages]
-    return [messages[i] for i in _window_keep(messages, budget, costs)]
-
-
-def _tool_indices(messages: Sequence[Message]) -> list[int]:
-    return [i for i, m in enumerate(messages) if m.get("role") == "tool"]
-
-
-def _masked(messages: Sequence[Message], keep: int, placeholder: str) -> list[Message]:
-    tools = _tool_indices(messages)
-    old = set(tools[: max(0, len(tools) - keep)])
-    return [{**m, "content": placeholder} if i in old else m for i, m in enumerate(messages)]
-
-
-def _mask_then_window(name: str, messages: Sequence[Message], budget: int, keep: int, placeholder: str,
-                      counter: CounterLike) -> list[Message]:
-    budget = _check_budget(name, budget)
-    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-        raise ParameterError(f"{name}: keep must be an int >= 0 (got {keep!r})")
-    tc = as_counter(counter)
-    if messages_tokens(messages, tc) <= budget:
-        return list(messages)
-    masked = _masked(messages, keep, placeholder)
-    if messages_tokens(masked, tc) <= budget:
-        return masked
-    return sliding_window(masked, budget, counter=tc)
-
-
-def observation_masking(messages: Sequence[Message], budget: int, *, keep: int = 10,
-                        counter: CounterLike = None) -> list[Message]:
-    """Keep-last-M observation masking (M = ``keep``, 10): when ``messages`` do not fit,
-    the content of every tool result but the last ``keep`` becomes ``[observation omitted]``
-    (calls, user and assistant messages untouched); if that still does not fit,
-    the sliding window over the masked messages."""
-    return _mask_then_window("observation_masking", messages, budget, keep, OMITTED, counter)
-
-
-def keep_last_tool_results(messages: Sequence[Message], budget: int, *, keep: int = 3,
-                           counter: CounterLike = None) -> list[Message]:
-    """Keep the last ``keep`` (3) tool results and clear the rest (``[tool result cleared]``)
-    when ``messages`` do not fit; then, if still over, the sliding window."""
-    return _mask_then_window("keep_last_tool_results", messages, budget, keep, CLEARED, counter)
-
-
-def _stub(message: Message, max_values: int | None) -> str:
-    values = extract_values(_content_text(message.get("content")))
-    if max_values is not None:
-        values = values[:max_values]
-    return "[tool result stubbed; values: " + ", ".join(v.replace("\n", " ") for v in values) + "]"
-
-
-def value_stub_masking(messages: Sequence[Message], budget: int, *, max_values: int | None = None,
-                       counter: CounterLike = None) -> list[Message]:
-    """Value-stub masking: keep every user and assistant message; turn the oldest tool
-    results, one at a time, into one-line stubs listing their values
-    (:func:`salience.values.extract_values`: ids, numbers, names, paths; the first
-    ``max_values``, or all) until the messages fit ``budget``; if they still do not
-    when every tool result is a stub, the sliding window over the stubbed messages.
-
-    A stub that would cost more than its result leaves the result as it was.
-    """
-    budget = _check_budget("value_stub_masking", budget)
-    if max_values is not None and (isinstance(max_values, bool) or not isinstance(max_values, int)
-                                   or max_values < 0):
-        raise ParameterError(f"value_stub_masking: max_values must be None or an int >= 0 (got {max_values!r})")
-    tc = as_counter(counter)
-    out = list(messages)
-    costs = [tc.count(message_text(m)) for m in out]
-    total = sum(costs)
-    for i in _tool_indices(out):
-        if total <= budget:
-            return out
-        stubbed = {**out[i], "content": _stub(out[i], max_values)}
-        cost = tc.count(message_text(stubbed))
-        if cost < costs[i]:
-            out[i] = stubbed
-            total += cost - costs[i]
-            costs[i] = cost
-    if total <= budget:
-        return out
-    return [out[i] for i in _window_keep(out, budget, costs)]
-
-
-def baseline_selectors(counter: CounterLike = None) -> dict[str, Selector]:
-    """The four baselines as selectors, by the names the benchmarks print: ``window``,
-    ``observation_masking`` (M = 10), ``last3_tool_results`` and ``value_stubs``."""
-    tc = as_counter(counter)
-
-    def window(messages: Sequence[Message], budget: int) -> list[Message]:
-        return sliding_window(messages, budget, counter=tc)
-
-    def masking(messages: Sequence[Message], budget: int) -> list[Message]:
-        return observation_masking(messages, budget, counter=tc)
-
-    def last3(messages: Sequence[Message], budget: int) -> list[Message]:
-        return keep_last_tool_results(messages, budget, counter=tc)
-
-    def stubs(messages: Sequence[Message], budget: int) -> list[Message]:
-        return value_stub_masking(messages, budget, counter=tc)
-
-    return {"window": window, "observation_masking": masking, "last3_tool_results": last3, "value_stubs": stubs}
-
-
-def compactor_selector(compactor: Any) -> Selector:
-    """``compactor`` (a :class:`salience.Compactor`) as a selector:
-    ``compactor.compact(messages, budget=budget).messages``. A :class:`~salience.BudgetError`
-    propagates: :func:`evaluate` counts it and scores the step as nothing visible."""
-
-    def select(messages: Sequence[Message], budget: int) -> Sequence[Message]:
-        return compactor.compact(list(messages), budget=budget).messages  # type: ignore[no-any-return]
-
-    select.__name__ = f"compactor_selector({type(compactor).__name__})"
-    return select
 
 
 # --------------------------------------------------------------------------
@@ -808,7 +255,7 @@ class IndependentReport:
             if r.method == method and math.isclose(r.fraction, fraction):
                 return r
         raise ParameterKeyError(f"no result for method {method!r} at {fraction} (methods: {self.methods}, "
-                       f"fractions: {list(self.fractions)})")
+                                f"fractions: {list(self.fractions)})")
 
     def metrics(self, prefix: str = "") -> dict[str, float]:
         """Flat MLflow-safe metrics, ``<prefix><figure>_<pct>pct_<method>``
