@@ -5,7 +5,8 @@
 * :mod:`salience.training.train`: label, split, cross-validate, fit, benchmark and save
   a scorer (``salience train``);
 * :mod:`salience.training.tune`: per-domain tuning of the Compactor's thresholds
-  (``salience tune``);
+  (``salience tune``), and :mod:`salience.training.tune_result`, what it returns (the
+  profile, its metrics and tables);
 * :mod:`salience.training.tracking`: MLflow runs and the model registry (the only
   module that imports mlflow, lazily), and :mod:`salience.training.pyfunc`, the
   Compactor as an MLflow ``pyfunc`` model (imported only by MLflow's model loader and
