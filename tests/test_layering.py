@@ -60,17 +60,6 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
-#: Modules of the bench package that issue #11 laid out (``independent`` and ``unseen``
-#: belong to other issues and have their own tests).
-BENCH_MODULES = ("__init__", "metrics", "report", "runner", "selectors")
-
-
-def _modules(package: str) -> list[Path]:
-    if package == "bench":
-        return [SRC / "bench" / f"{name}.py" for name in BENCH_MODULES]
-    return sorted((SRC / package.replace(".", "/")).rglob("*.py"))
-
-
 @pytest.mark.parametrize("name", OLD_NAMES)
 def test_shim_keeps_every_old_name(name: str) -> None:
     new_home = salience.training.split if name in ("group_key", "split_transcripts") else salience.bench
@@ -100,12 +89,6 @@ def test_mlflow_is_imported_only_by_tracking_and_its_pyfunc_model() -> None:
     users = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
                    if any(m == "mlflow" or m.startswith("mlflow.") for m in _imports(p)))
     assert users == ["training/pyfunc.py", "training/tracking.py"]
-
-
-@pytest.mark.parametrize("path", _modules("bench") + [SRC / "training" / "split.py", SRC / "training" / "bench.py"],
-                         ids=lambda p: p.name)
-def test_bench_modules_stay_small(path: Path) -> None:
-    assert len(path.read_text(encoding="utf-8").splitlines()) <= 700
 
 
 def test_training_registers_the_mlflow_loader(monkeypatch: pytest.MonkeyPatch) -> None:

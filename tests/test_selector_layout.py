@@ -1,27 +1,14 @@
-"""The selector's layout (issue 11): small modules, old import paths kept.
+"""The selector's layout (issue 11): old import paths kept.
 
 That nothing under ``selector/`` imports ``adapters/`` is tests/test_import_graph.py's
-(imports run one way through the layers).
+(imports run one way through the layers), and its modules' size tests/test_module_size.py's.
 """
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import pytest
-
-SELECTOR = Path(__file__).resolve().parents[1] / "src" / "salience" / "selector"
-MODULES = sorted(SELECTOR.glob("*.py"))
-
-
-@pytest.mark.parametrize("path", MODULES, ids=[p.stem for p in MODULES])
-def test_selector_modules_stay_small(path: Path) -> None:
-    if path.stem in ("commands", "validate"):  # moving out of the selector (issue 11)
-        pytest.skip(f"{path.name} moves elsewhere")
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= 750, f"{path.name} has {lines} lines"
-
 
 OLD_NAMES = ["Compaction", "CompactionSession", "Compactor", "PrefixReuse", "DEFAULT_RETAIN", "FORMATS", "MEMO_SIZE",
              "VALUE_WEIGHT", "EPSILON", "ON_OVER_BUDGET", "load_profile", "detect_format", "check_budget"]
