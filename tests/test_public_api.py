@@ -95,6 +95,19 @@ def test_errors_share_one_base() -> None:
     assert issubclass(salience.ParameterKeyError, KeyError)
 
 
+def test_import_registers_the_mlflow_loader_without_mlflow() -> None:
+    """``import salience`` is enough for ``ImportanceScorer.load("models:/...")``: the loader is
+    registered, and neither mlflow, scikit-learn nor the tracking module is imported for it."""
+    code = (
+        "import sys, salience\n"
+        "from salience.scorer import loaders\n"
+        "assert loaders.loader_for('models:/x/1') is not None and loaders.loader_for('runs:/abc') is not None\n"
+        "print(','.join(sorted(m for m in ('mlflow', 'sklearn', 'salience.training.tracking') if m in sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == ""
+
+
 def test_import_is_light() -> None:
     code = (
         "import sys, salience\n"

@@ -207,6 +207,28 @@ def test_runs_uri_and_latest_load(registered: tuple, scorers: tuple, transcripts
     np.testing.assert_allclose(latest.score(t), scorers[1].score(t))
 
 
+def test_a_plain_import_loads_a_registered_scorer_in_a_fresh_interpreter(registered: tuple, scorers: tuple,
+                                                                        transcripts: list) -> None:
+    """``from salience import ImportanceScorer; ImportanceScorer.load("models:/...")`` with nothing else
+    imported (the store comes from MLFLOW_TRACKING_URI, set for this module): the loader is there, and
+    neither mlflow nor tracking is imported before a URI is loaded."""
+    code = (
+        "import json, sys\n"
+        "from salience import ImportanceScorer, load_transcripts\n"
+        "from salience.scorer import loaders\n"
+        "early = sorted(m for m in ('mlflow', 'salience.training.tracking') if m in sys.modules)\n"
+        "assert loaders.loader_for('models:/x/1') is not None\n"
+        f"scorer = ImportanceScorer.load('models:/{NAME}/1')\n"
+        f"t = load_transcripts({str(SAMPLES)!r})[0]\n"
+        "print(json.dumps({'early': early, 'type': type(scorer).__name__, 'scores': scorer.score(t).tolist()}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["early"] == [] and out["type"] == "ImportanceScorer"
+    np.testing.assert_allclose(out["scores"], scorers[0].score(transcripts[0]))
+
+
 def test_promote_moves_the_champion_alias(registered: tuple, scorers: tuple, transcripts: list) -> None:
     t = transcripts[2]
     info = tracking.promote(NAME, 1)

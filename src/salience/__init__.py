@@ -14,8 +14,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# imported for its side effect: it registers the converters behind Transcript.from_openai, ...
-import salience.messages as messages  # noqa: F401 (see salience.transcript.register_converter)
+# imported for their side effects: the converters behind Transcript.from_openai, ...
+# (salience.transcript.register_converter), and the loader behind ImportanceScorer.load("models:/...")
+# (salience.scorer.loaders.register_loader; neither mlflow nor scikit-learn is imported for it)
+import salience.messages as messages  # noqa: F401
+import salience.training as training  # noqa: F401
 from salience._version import __version__
 from salience.datasets import load_transcripts, save_transcripts
 from salience.errors import (

@@ -7,8 +7,9 @@ registered prefix to its loader, and reads anything else as a scorer file.
 
 The scorer layer imports nothing from :mod:`salience.training`: the training package
 registers its MLflow loader (``models:/`` and ``runs:/`` URIs,
-:func:`salience.training.tracking.load_scorer`) into this registry when it is imported.
-Without it, such a URI is a :class:`~salience.errors.ScorerError` that says what to import.
+:func:`salience.training.tracking.load_scorer`) into this registry when it is imported,
+and ``import salience`` imports it (cheaply: mlflow waits for the first URI). Without
+it, such a URI is a :class:`~salience.errors.ScorerError` that says what to import.
 
 >>> loader_for("scorer.salience") is None
 True

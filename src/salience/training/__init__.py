@@ -17,8 +17,10 @@ The recall benchmarks that ``train`` and ``tune`` run live in :mod:`salience.ben
 
 Importing this package registers the MLflow loader for ``models:/`` and ``runs:/``
 URIs with :mod:`salience.scorer.loaders`, so ``ImportanceScorer.load("models:/NAME@champion")``
-works while the scorer layer imports nothing from training. The registration is
-cheap: :mod:`~salience.training.tracking` imports mlflow only when a URI is loaded.
+works while the scorer layer imports nothing from training; ``import salience`` imports
+this package, so the registration is always there. It is cheap: this package imports
+nothing but the registry at import time, :mod:`~salience.training.tracking` is imported
+when a URI is first loaded, and mlflow inside it.
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from salience.scorer.loaders import MLFLOW_PREFIXES, register_loader
-from salience.training import tracking
 
 if TYPE_CHECKING:
     from salience.scorer.model import ImportanceScorer
 
 
 def _load_from_mlflow(uri: str) -> ImportanceScorer:
-    """:func:`salience.training.tracking.load_scorer`, looked up at each call."""
+    """:func:`salience.training.tracking.load_scorer`, imported and looked up at each call."""
+    from salience.training import tracking
+
     return tracking.load_scorer(uri)
 
 
