@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from salience.errors import ParameterError
+
 try:
     from langchain_core.messages import BaseMessage, RemoveMessage
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without langchain-core
@@ -92,9 +94,9 @@ def pre_model_hook(
     'hi'
     """
     if key not in ("llm_input_messages", "messages"):
-        raise ValueError(f"pre_model_hook: key must be 'llm_input_messages' or 'messages' (got {key!r})")
+        raise ParameterError(f"pre_model_hook: key must be 'llm_input_messages' or 'messages' (got {key!r})")
     if session and key == "messages":
-        raise ValueError("pre_model_hook: session=True needs the whole history on every call, and key='messages' "
+        raise ParameterError("pre_model_hook: session=True needs the whole history on every call, and key='messages' "
                          "replaces the state's history with the compacted one; use the default key, "
                          "'llm_input_messages'")
     sessions: dict[Any, CompactionSession] = {}

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from salience.errors import ParameterError
+
 if TYPE_CHECKING:
     from salience.selector.compactor import Compaction, CompactionSession, Compactor
     from salience.selector.masking import Phase
@@ -119,7 +121,7 @@ class ContextStats:
 
 def _check_budget(budget: int | None, session: CompactionSession | None) -> None:
     if session is not None and budget is not None and budget != session.budget:
-        raise ValueError(f"budget {budget} differs from the session's budget {session.budget}; "
+        raise ParameterError(f"budget {budget} differs from the session's budget {session.budget}; "
                          "a session keeps the budget it was made with")
 
 

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import overload
 
-from salience.errors import TranscriptError
+from salience.errors import ParameterError, TranscriptError
 from salience.transcript import Entry, Transcript
 from salience.values import call_values, extract_values
 
@@ -72,7 +72,7 @@ class LabelMode(enum.StrEnum):
             return cls(mode)
         except ValueError:
             allowed = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"label mode must be one of {allowed} (got {mode!r})") from None
+            raise ParameterError(f"label mode must be one of {allowed} (got {mode!r})") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +280,7 @@ def label(
     >>> label([], mode="oracle")
     Traceback (most recent call last):
     ...
-    ValueError: label mode must be one of 'auto', 'hindsight', 'evidence' (got 'oracle')
+    salience.errors.ParameterError: label mode must be one of 'auto', 'hindsight', 'evidence' (got 'oracle')
     """
     parsed = LabelMode.parse(mode)
     if isinstance(transcripts, Transcript):
