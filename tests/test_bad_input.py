@@ -321,3 +321,111 @@ def test_a_failing_loader_is_reported_with_file_and_layout(tmp_path: Path, monke
     with pytest.raises(FormatError, match=r"ok\.jsonl: the jsonl loader failed: KeyError: 'deep inside'") as info:
         load_transcripts(path)
     assert isinstance(info.value.__cause__, KeyError)
+
+
+# --------------------------------------------------------------------------
+# Tool calls a provider would refuse: refused by every reader, naming the call
+# --------------------------------------------------------------------------
+
+CALL_AB = {"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("b")]}
+RESULT_A = {"role": "tool", "tool_call_id": "a", "content": "1"}
+RESULT_B = {"role": "tool", "tool_call_id": "b", "content": "2"}
+AGAIN = {"role": "user", "content": "well?"}
+_NOT_ANSWERED = r"transcript 't', message {owner} \(id 'm{owner}', assistant\): tool call '{call}' is not answered " \
+                r"before message {before} \(id 'm{before}', {role}\); providers refuse"
+
+OPENAI_ORPHANS: dict[str, tuple[list[dict[str, Any]], str]] = {
+    "call-then-user": ([USER, CALL, AGAIN], _NOT_ANSWERED.format(owner=1, call="c1", before=2, role="user")),
+    "call-then-assistant": ([USER, CALL, {"role": "assistant", "content": "done"}],
+                            _NOT_ANSWERED.format(owner=1, call="c1", before=2, role="assistant")),
+    "half-answered-then-user": ([USER, CALL_AB, RESULT_A, AGAIN],
+                                _NOT_ANSWERED.format(owner=1, call="b", before=3, role="user")),
+    "result-after-a-user-turn": ([USER, CALL_AB, RESULT_A, AGAIN, RESULT_B],
+                                 _NOT_ANSWERED.format(owner=1, call="b", before=3, role="user")),
+    "call-then-free-observation": ([USER, CALL, {"role": "function", "name": "f", "content": "1"}],
+                                   _NOT_ANSWERED.format(owner=1, call="c1", before=2, role="tool")),
+    "call-then-next-call": ([USER, CALL_AB, RESULT_A, {"role": "assistant", "content": None,
+                                                        "tool_calls": [_call("c")]}],
+                            _NOT_ANSWERED.format(owner=1, call="b", before=3, role="assistant")),
+}
+
+
+@pytest.mark.parametrize(("messages", "match"), list(OPENAI_ORPHANS.values()), ids=list(OPENAI_ORPHANS))
+def test_openai_unanswered_calls_before_more_turns_are_refused(messages: list[dict[str, Any]], match: str,
+                                                               tmp_path: Path) -> None:
+    from salience.messages.validate import check_openai
+    from salience.scorer.baselines import RecencyScorer
+    from salience.selector.compactor import Compactor
+
+    assert check_openai(messages, allow_pending=True)  # OpenAI refuses these
+    snapshot = copy.deepcopy(messages)
+    with pytest.raises(TranscriptError, match=match):
+        Transcript.from_openai(messages, id="t")
+    with pytest.raises(TranscriptError, match=match.replace("'t'", "'transcript'")):
+        Compactor(scorer=RecencyScorer()).compact(messages, budget=1_000)
+    assert messages == snapshot
+    path = _write(tmp_path, [{"id": "t", "messages": messages}], name="orphan.jsonl")
+    with pytest.raises(TranscriptError, match=r"orphan\.jsonl:1: " + match):
+        load_transcripts(path)
+
+
+PENDING: dict[str, list[dict[str, Any]]] = {
+    "call-at-the-end": [USER, CALL],
+    "half-answered-at-the-end": [USER, CALL_AB, RESULT_A],
+    "answered-then-waiting": [USER, CALL_AB, RESULT_A, RESULT_B, AGAIN, CALL],
+}
+
+
+@pytest.mark.parametrize("messages", list(PENDING.values()), ids=list(PENDING))
+def test_calls_waiting_at_the_end_stay_valid(messages: list[dict[str, Any]]) -> None:
+    from salience.messages.validate import check_openai
+
+    assert check_openai(messages, allow_pending=True) == []
+    t = Transcript.from_openai(messages)
+    assert t.unanswered_calls() and t.to_openai() == messages
+
+
+A_RESULT = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "1"}]}
+
+ANTHROPIC_ORPHANS: dict[str, tuple[list[dict[str, Any]], str]] = {
+    "tool-use-then-text": ([USER, TOOL_USE, AGAIN, A_RESULT],
+                           _NOT_ANSWERED.format(owner=1, call="tu1", before=2, role="user")),
+    "text-before-the-result": ([USER, TOOL_USE, {"role": "user", "content": [
+        {"type": "text", "text": "x"}, {"type": "tool_result", "tool_use_id": "tu1"}]}],
+        _NOT_ANSWERED.format(owner=1, call="tu1", before=2, role="user")),
+    "tool-use-then-assistant": ([USER, TOOL_USE, {"role": "assistant", "content": "hm"}],
+                                _NOT_ANSWERED.format(owner=1, call="tu1", before=2, role="assistant")),
+}
+
+
+@pytest.mark.parametrize(("messages", "match"), list(ANTHROPIC_ORPHANS.values()), ids=list(ANTHROPIC_ORPHANS))
+def test_anthropic_tool_results_not_in_the_next_user_turn_are_refused(messages: list[dict[str, Any]],
+                                                                      match: str) -> None:
+    from salience.messages.validate import check_anthropic
+
+    assert check_anthropic(messages, allow_pending=True, alternation=False)  # Anthropic refuses these
+    snapshot = copy.deepcopy(messages)
+    with pytest.raises(TranscriptError, match=match):
+        Transcript.from_anthropic(messages, id="t")
+    assert messages == snapshot
+
+
+def test_anthropic_results_partly_given_at_the_end_stay_valid() -> None:
+    use2 = {"role": "assistant", "content": [{"type": "tool_use", "id": "tu1", "name": "f", "input": {}},
+                                             {"type": "tool_use", "id": "tu2", "name": "f", "input": {}}]}
+    t = Transcript.from_anthropic([USER, use2, A_RESULT])
+    assert t.unanswered_calls() == ["tu2"]
+
+
+def test_langchain_unanswered_call_before_more_turns_is_refused() -> None:
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from salience.messages.langchain import from_langchain
+
+    call = AIMessage("", tool_calls=[{"id": "c1", "name": "f", "args": {}}])
+    with pytest.raises(TranscriptError, match=r"message 1 \(id 'm1', assistant\): tool call 'c1' is not answered "
+                                              r"before message 2 \(id 'm2', user\)"):
+        from_langchain([HumanMessage("go"), call, HumanMessage("well?")], id="t")
+    assert from_langchain([HumanMessage("go"), call]).unanswered_calls() == ["c1"]
+    assert len(from_langchain([HumanMessage("go"), call, ToolMessage("1", tool_call_id="c1")]).entries) == 3

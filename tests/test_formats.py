@@ -287,9 +287,12 @@ ANTHROPIC_CASES = {
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "1", "is_error": False},
                                      {"type": "tool_result", "tool_use_id": "b", "content": []}]},
     ], None),
-    "text-between-results": ([
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
-        {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "tool_result", "tool_use_id": "a"},
+    # results first, as the API wants them (text before a result: refused, tests/test_bad_input.py)
+    "text-after-results": ([
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}},
+                                          {"type": "tool_use", "id": "b", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"},
+                                     {"type": "tool_result", "tool_use_id": "b"}, {"type": "text", "text": "x"},
                                      {"type": "text", "text": "y"}, {"type": "text", "text": "z"}]},
     ], None),
     "rich": (ANTHROPIC, SYSTEM),
@@ -572,13 +575,25 @@ def test_call_ids_anthropic_refuses_are_rewritten() -> None:
 
 
 def test_out_of_order_openai_result_is_placed_right_after_its_call() -> None:
-    t = Transcript.from_openai([
+    messages = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": None, "tool_calls": [_call("a", "f"), _call("b", "f")]},
         {"role": "tool", "tool_call_id": "a", "content": "1"},
         {"role": "user", "content": "faster"},
         {"role": "tool", "tool_call_id": "b", "content": "2"},
-    ])
+    ]
+    # OpenAI refuses this history (call 'b' is not answered before the user turn), so its reader does too ...
+    with pytest.raises(TranscriptError, match=r"message 1 \(id 'm1', assistant\): tool call 'b' is not answered "
+                                              r"before message 3 \(id 'm3', user\)"):
+        Transcript.from_openai(messages)
+    # ... but a Transcript built so (the data model allows it) renders with each result right after its call
+    t = Transcript(id="t", entries=(
+        Entry(id="m0", role="user", content="go"),
+        Entry(id="m1", role="assistant", tool_calls=(ToolCall("a", "f"), ToolCall("b", "f"))),
+        Entry(id="m2", role="tool", content="1", tool_call_id="a"),
+        Entry(id="m3", role="user", content="faster"),
+        Entry(id="m4", role="tool", content="2", tool_call_id="b"),
+    ))
     out = t.to_anthropic()
     check_anthropic(out, alternate=True)
     assert [b.get("tool_use_id", b.get("text")) for b in out[2]["content"]] == ["a", "b", "faster"]

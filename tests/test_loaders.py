@@ -291,7 +291,7 @@ BROKEN = {
     "locomo-stranger": (lambda: _edit_json("locomo", lambda d: d["session_1"][0].update(speaker="Zed")),
                         locomo, r"dia_id 'D1:1'.*field 'speaker' must be 'Ana' or 'Ben' \(got 'Zed'\)"),
     "locomo-truncated": (lambda: ("conv.json", FIXTURES["locomo"].read_text(encoding="utf-8")[:300]),
-                         locomo, r"conv\.json:\d+: malformed JSON"),
+                         locomo, r"conv\.json: not valid JSON: line \d+, column \d+: "),
     "taubench-traj-not-list": (lambda: _edit_json("taubench", lambda d: d[1].update(traj="oops")),
                                taubench, r"run 1: field 'traj' must be a list"),
     "taubench-unknown-call": (lambda: _edit_json("taubench", lambda d: d[0]["traj"][3].update(tool_call_id="nope")),

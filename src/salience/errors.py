@@ -9,7 +9,8 @@ so that ``except ValueError`` (or ``TypeError``, ...) keeps working too::
     │   ├── ParameterTypeError    [TypeError]  ... or of the wrong type
     │   └── ParameterKeyError     [KeyError]   ... or naming no such entry, curve or result
     ├── TranscriptError           [ValueError] bad input data: names the transcript, entry, field
-    │   └── FormatError                        a file or message list in no layout the loaders know
+    │   ├── FormatError                        a file or message list in no layout the loaders know
+    │   └── LimitError                         input deeper, larger or longer than salience.limits allows
     ├── ScorerError                            a scorer that cannot be fitted, loaded or used
     │   └── NotFittedError        [AttributeError] ``score`` called before ``fit``
     ├── BudgetError               [ValueError] the pinned entries alone exceed the token budget
@@ -32,6 +33,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetError",
     "FormatError",
+    "LimitError",
     "NotFittedError",
     "ParameterError",
     "ParameterKeyError",
@@ -82,6 +84,22 @@ class TranscriptError(SalienceError, ValueError):
 
 class FormatError(TranscriptError):
     """Input in a layout that no loader recognises, or unreadable input."""
+
+
+class LimitError(TranscriptError):
+    """Input nested deeper, larger or with more entries than the limits allow
+    (:mod:`salience.limits`).
+
+    The message names where (the file, line, transcript or message), the limit, its
+    value and what came; ``limit`` (``"max_depth"``, ``"max_bytes"`` or
+    ``"max_entries"``), ``maximum`` and ``value`` hold the same.
+    """
+
+    def __init__(self, message: str, *, limit: str = "", maximum: int = 0, value: int = 0) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.maximum = maximum
+        self.value = value
 
 
 class ScorerError(SalienceError):

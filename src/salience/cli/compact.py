@@ -223,12 +223,14 @@ def _write(path: str | None, text: str) -> None:
         raise SalienceError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _json_line(obj: Any) -> str:
-    text = json.dumps(obj, ensure_ascii=False)
+def _json_line(obj: Any, indent: int | None = None) -> str:
+    """``obj`` as JSON text, UTF-8 as it is, or with ``\\u`` escapes when it holds lone
+    surrogates (which UTF-8 cannot carry; JSON readers read the escapes back as they were)."""
+    text = json.dumps(obj, ensure_ascii=False, indent=indent)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(obj, ensure_ascii=True)
+        text = json.dumps(obj, ensure_ascii=True, indent=indent)
     return text
 
 
@@ -302,14 +304,13 @@ def run(args: argparse.Namespace) -> int:
         if args.archive:
             records.append(_archive_record(result, kind=loaded.format, source_messages=list(loaded.messages),
                                            output_messages=list(result.messages), system=loaded.system))
-        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        text = _json_line(doc, indent=2) + "\n"
     for record in records:
         if record["restore"] is None:  # pragma: no cover - a rendering this module does not foresee
             print(f"salience: warning: the archive of transcript {record['id']!r} lists what left but cannot "
                   "restore the input exactly", file=sys.stderr)
     if args.archive:
-        _write(args.archive, json.dumps(archive_document(loaded.format, records), indent=1, ensure_ascii=False)
-               + "\n")
+        _write(args.archive, _json_line(archive_document(loaded.format, records), indent=1) + "\n")
     _write(args.out, text)
     warn_fallback(note, results)
     budget_text = args.budget.strip() if "%" in args.budget else f"{parse_budget(args.budget):,}"

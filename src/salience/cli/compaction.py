@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from salience.cli.scorers import ScorerKind, add_scorer_argument, parse_scorer
-from salience.errors import SalienceError, ScorerError
+from salience.errors import FormatError, LimitError, SalienceError, ScorerError
+from salience.limits import check_size, loads
 
 if TYPE_CHECKING:
     from salience.selector.compactor import Compaction, Compactor
@@ -112,6 +113,18 @@ class LoadedInput:
         return Transcript.from_openai(self.messages, id=tid)
 
 
+def _json_lines(text: str) -> bool:
+    """Whether ``text`` has more than one line and its first line is JSON on its own (JSON lines)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    try:
+        json.loads(lines[0])
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    return True
+
+
 def _looks_like_messages(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value)
 
@@ -120,7 +133,11 @@ def read_input(path: str | Path, format: str | None = None) -> LoadedInput:
     """Read ``path`` (rules in the module doc); ``format`` forces ``"openai"``, ``"anthropic"`` or ``"jsonl"``.
 
     Raises :class:`~salience.errors.SalienceError` (one line, naming the file) for a
-    file that cannot be read or holds nothing compactable.
+    file that cannot be read or holds nothing compactable: ``<file>: not valid JSON:
+    line L, column C: <reason>`` for a file that starts as one JSON document (``[`` or
+    ``{``) and breaks off, has a trailing comma, or holds ``NaN`` or ``Infinity`` (not
+    JSON, and the output must be); a :class:`~salience.errors.LimitError` for a file
+    larger or nested deeper than :mod:`salience.limits` allows.
     """
     from salience.datasets import load_transcripts
     from salience.messages.dispatch import detect_format
@@ -134,17 +151,24 @@ def read_input(path: str | Path, format: str | None = None) -> LoadedInput:
     if format == "jsonl":
         return LoadedInput(name, "jsonl", transcripts=tuple(load_transcripts(p)))
     try:
+        check_size(p.stat().st_size, where=name)
         text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise SalienceError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise SalienceError(f"{name}: cannot read ({exc.strerror or exc})") from None
     try:
-        doc: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
+        doc: Any = loads(text, where=name, strict=True)
+    except LimitError:
+        raise
+    except FormatError as exc:
         if format is not None:
-            raise SalienceError(f"{name}: not a JSON file of {format} messages ({exc.msg} at line {exc.lineno}, "
-                                f"column {exc.colno})") from None
+            raise SalienceError(f"{name}: not a JSON file of {format} messages ({str(exc).split(': ', 1)[1]})"
+                                ) from None
+        if _json_lines(text):
+            return LoadedInput(name, "jsonl", transcripts=tuple(load_transcripts(p)))
+        if text.lstrip()[:1] in ("[", "{"):
+            raise  # meant as one JSON document: say where it breaks
         return LoadedInput(name, "jsonl", transcripts=tuple(load_transcripts(p)))
     if _looks_like_messages(doc):
         fmt = format or detect_format(doc)

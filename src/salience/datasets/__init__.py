@@ -18,15 +18,25 @@ provider message lists (OpenAI, Anthropic) are :mod:`salience.messages`.
 
 An empty file holds no transcript (whatever its name). Errors: a path that does
 not exist, or a non-empty file named directly that no layout recognises, is a
-:class:`~salience.errors.FormatError` naming the file; what a loader finds wrong
+:class:`~salience.errors.FormatError` naming the file (one that starts like a JSON
+document and does not parse says so: ``<file>: not valid JSON: line L, column C:
+<reason>``); what a loader finds wrong
 inside a file is its own :class:`~salience.errors.TranscriptError`; any other
 exception a loader raises (a ``KeyError`` deep inside a malformed file, say) comes
 out as a ``FormatError`` naming the file and the layout, the original chained as
 its cause.
+
+Every loader reads within :mod:`salience.limits` (a JSON file or JSON line of at most
+``max_bytes``, nested at most ``max_depth``; at most ``max_entries`` entries per
+transcript): past them, a :class:`~salience.errors.LimitError` naming the file. A
+transcript whose tool call is not answered before the next entry that is not one of
+its results is refused as the provider readers refuse it
+(:func:`salience.messages.validate.require_answered`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -40,7 +50,8 @@ import salience.datasets.mint as mint
 import salience.datasets.sweagent as sweagent
 import salience.datasets.taubench as taubench
 import salience.datasets.tooltalk as tooltalk
-from salience.errors import FormatError, SalienceError
+from salience.errors import FormatError, LimitError, SalienceError, TranscriptError
+from salience.limits import check_count, check_size, current, loads
 from salience.transcript import Transcript
 
 __all__ = ["LAYOUTS", "detect_layout", "iter_files", "known_layouts", "load_transcripts", "save_transcripts"]
@@ -119,6 +130,7 @@ def load_transcripts(paths: PathLike | Sequence[PathLike], *, layout: str | None
             name = layout or detect_layout(file)
             if name is None:
                 if direct:
+                    _not_json(file)
                     raise FormatError(f"{file}: not in a layout salience knows (known: {known})")
                 continue
             module = _layout_module(name)
@@ -132,11 +144,56 @@ def load_transcripts(paths: PathLike | Sequence[PathLike], *, layout: str | None
                 raise FormatError(
                     f"{file}: the {name} loader failed: {type(exc).__name__}: {exc}"
                 ) from exc
+            _check_loaded(file, loaded)
             found += len(loaded)
             out.extend(loaded)
         if not direct and found == 0:
             raise FormatError(f"{path}: no transcripts found in any layout salience knows (known: {known})")
     return out
+
+
+def _not_json(file: Path) -> None:
+    """A :class:`FormatError` ``<file>: not valid JSON: line L, column C: <reason>`` for a file
+    that means to be one JSON document (it starts with ``[`` or ``{``) and is not valid JSON
+    (nor JSON lines); nothing for a file that parses, or is not JSON at all."""
+    head = _head(file).lstrip("\ufeff \t\r\n")
+    if head[:1] not in ("[", "{"):
+        return
+    lines = [line for line in head.splitlines() if line.strip()]
+    if len(lines) > 1:
+        try:
+            json.loads(lines[0])
+            return  # JSON lines, in no layout salience knows
+        except (json.JSONDecodeError, RecursionError):
+            pass
+    text = _read_text(file)
+    if text is not None:
+        loads(text, where=str(file))
+
+
+def _read_text(file: Path) -> str | None:
+    limits = current()
+    check_size(file.stat().st_size, where=str(file), limits=limits)
+    try:
+        return file.read_text(encoding="utf-8-sig")
+    except (UnicodeDecodeError, OSError):
+        return None
+
+
+def _check_loaded(file: Path, loaded: Sequence[Transcript]) -> None:
+    """What every loader's transcripts must be: within :mod:`salience.limits` (entries)
+    and with every tool call answered in time
+    (:func:`salience.messages.validate.require_answered`); errors name the file."""
+    from salience.messages.validate import require_answered
+
+    for transcript in loaded:
+        try:
+            check_count(len(transcript.entries), where=f"transcript {transcript.id!r}", what="entries")
+            require_answered(transcript)
+        except LimitError as exc:
+            raise LimitError(f"{file}: {exc}", limit=exc.limit, maximum=exc.maximum, value=exc.value) from None
+        except TranscriptError as exc:
+            raise TranscriptError(f"{file}: {exc}") from None
 
 
 def save_transcripts(transcripts: Iterable[Transcript], path: PathLike) -> Path:

@@ -1,4 +1,10 @@
-"""What the loaders share: reading a JSON file, or a file of JSON lines."""
+"""What the loaders share: reading a JSON file, or a file of JSON lines, within the limits.
+
+Both apply :mod:`salience.limits` (:func:`salience.limits.current`): a file (for
+:func:`read_json`) or a line (for :func:`json_lines`) larger than ``max_bytes``, or
+nested deeper than ``max_depth``, is a :class:`~salience.errors.LimitError` naming the
+file and line, read no further than the limit.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +14,42 @@ from pathlib import Path
 from typing import Any
 
 from salience.errors import FormatError
+from salience.limits import check_size, current, deeper_than, loads
 
 __all__ = ["json_lines", "read_json"]
 
 
 def read_json(path: Path) -> Any:
-    """The JSON document in ``path``; a :class:`FormatError` naming the file (and line) otherwise."""
+    """The JSON document in ``path``; a :class:`FormatError` ``<path>: not valid JSON: line L,
+    column C: <reason>`` for what is not JSON (Python's ``NaN`` and ``Infinity`` are read)."""
+    limits = current()
     try:
+        check_size(path.stat().st_size, where=str(path), limits=limits)
         with path.open("r", encoding="utf-8") as fh:
-            return json.load(fh)
+            text = fh.read()
     except UnicodeDecodeError as exc:
         raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} at column {exc.colno}") from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return loads(text, where=str(path), limits=limits)
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
     """``(line number, "path:line", value)`` for each non-blank line of the JSON-lines file
     ``path`` (a byte-order mark before the first line is skipped); a :class:`FormatError`
     naming the file and line for what cannot be read."""
+    limits = current()
     try:
         with path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
+            lineno = 0
+            while True:
+                raw = fh.readline(limits.max_bytes + 1)  # a line is read no further than the limit
+                if not raw:
+                    break
+                lineno += 1
                 where = f"{path}:{lineno}"
+                if len(raw) > limits.max_bytes:
+                    check_size(len(raw), where=where, limits=limits, unit="bytes or more in the line")
                 try:
                     line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as exc:
@@ -44,6 +61,10 @@ def json_lines(path: Path) -> Iterator[tuple[int, str, Any]]:
                     value = json.loads(line)
                 except json.JSONDecodeError as exc:  # the column within the line (colno counts past its end)
                     raise FormatError(f"{where}: malformed JSON: {exc.msg} at column {exc.pos + 1}") from None
+                except RecursionError:
+                    value = loads(line, where=where, limits=limits, lines=False)  # a LimitError: how deep, where
+                if deeper_than(value, limits.max_depth):
+                    loads(line, where=where, limits=limits, lines=False)
                 yield lineno, where, value
     except OSError as exc:
         raise FormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None

@@ -47,7 +47,7 @@ def sniff(path: Path, head: str) -> bool:
         return False
     try:
         obj = json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # broken, or nested past the parser: not ours
         return False
     return isinstance(obj, dict) and obj.get("role") in _ROLES and ("text" in obj or "api_name" in obj)
 

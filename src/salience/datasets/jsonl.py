@@ -39,7 +39,12 @@ Documented behaviour for odd input (each tested in ``tests/test_bad_input.py``):
 * ``meta`` keys starting with ``_`` are reserved for salience's own round-trip
   data: an error in a file, and left out by :func:`save`;
 * a single ``str`` as ``evidence`` is an error (write a list);
-* very long lines (a 5 MB tool output) load as they are.
+* very long lines (a 5 MB tool output) load as they are, up to the limits of
+  :mod:`salience.limits` (a line of at most 64 MiB, nested at most 64 deep, at most
+  100,000 messages by default): past them, a :class:`~salience.errors.LimitError`
+  ``<file>:<line>: ...`` naming the limit and its value;
+* a tool call not answered before the next message that is not one of its results
+  is refused, as :func:`salience.messages.openai.from_openai` refuses it.
 """
 
 from __future__ import annotations
@@ -53,8 +58,10 @@ from pathlib import Path
 from typing import Any
 
 from salience.datasets._io import json_lines
-from salience.errors import TranscriptError, describe
+from salience.errors import LimitError, TranscriptError, describe
+from salience.limits import check_count
 from salience.messages.openai import entry_from_openai, entry_to_openai
+from salience.messages.validate import require_answered
 from salience.transcript import Query, Transcript
 
 __all__ = ["NAME", "dump_transcript", "load", "parse_transcript", "save", "sniff"]
@@ -99,6 +106,8 @@ def parse_transcript(obj: Any, *, default_id: str, where: str = "") -> Transcrip
     prefix = f"{where}: " if where else ""
     try:
         return _parse(obj, default_id)
+    except LimitError as exc:
+        raise LimitError(f"{prefix}{exc}", limit=exc.limit, maximum=exc.maximum, value=exc.value) from None
     except TranscriptError as exc:
         raise type(exc)(f"{prefix}{exc}") from None
 
@@ -113,6 +122,7 @@ def _parse(obj: Any, default_id: str) -> Transcript:
     messages = obj.get("messages")
     if not isinstance(messages, list):
         raise TranscriptError(f"{here}: field 'messages' must be a list (got {_short(messages)})")
+    check_count(len(messages), where=here)
     entries = []
     for i, message in enumerate(messages):
         meta = None
@@ -144,7 +154,10 @@ def _parse(obj: Any, default_id: str) -> Transcript:
     extra = {k: v for k, v in obj.items() if k not in _TOP_KEYS}
     if extra:
         meta[_EXTRA] = extra
-    return Transcript(id=tid, entries=tuple(entries), domain=obj.get("domain"), queries=tuple(queries), meta=meta)
+    transcript = Transcript(id=tid, entries=tuple(entries), domain=obj.get("domain"), queries=tuple(queries),
+                            meta=meta)
+    require_answered(transcript)
+    return transcript
 
 
 def load(path: str | os.PathLike[str]) -> list[Transcript]:

@@ -58,7 +58,7 @@ def sniff(path: Path, head: str) -> bool:
         return True
     try:
         obj = json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # broken, or nested past the parser: not ours
         return False
     state = obj.get("state") if isinstance(obj, dict) else None
     task = obj.get("task") if isinstance(obj, dict) else None

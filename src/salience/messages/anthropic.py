@@ -65,8 +65,14 @@ neither a string nor a list of blocks (a mapping with a ``type``), a ``tool_resu
 whose ``tool_use_id`` names no ``tool_use`` of an earlier assistant message, one
 answered twice, a ``tool_use`` id used twice, or an ``input`` that is not JSON: a
 :class:`~salience.errors.TranscriptError` naming the transcript, the message index
-and id, and the field (``content[2].tool_use_id``). A ``tool_use`` never answered
-loads (see :meth:`Transcript.unanswered_calls`).
+and id, and the field (``content[2].tool_use_id``). So is a ``tool_use`` whose
+``tool_result`` does not come at the start of the next user message, when more
+turns follow (the error names the message and the ``tool_use`` id: Anthropic's API
+refuses such a history, and salience neither sends it on nor guesses a repair); the
+``tool_use`` blocks of the last assistant message may wait for their results (the
+agent is running the tools): they load, and :meth:`Transcript.unanswered_calls`
+lists them. Input nested deeper, larger or longer than :mod:`salience.limits`
+allows is a :class:`~salience.errors.LimitError`.
 """
 
 from __future__ import annotations
@@ -79,9 +85,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from salience.errors import TranscriptError
+from salience.limits import Limits, check_count, check_size, check_value
 from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY
 from salience.messages._common import fail as _fail
 from salience.messages._common import short as _short
+from salience.messages.validate import require_answered
 from salience.transcript import Entry, Query, ToolCall, Transcript, register_converter
 
 __all__ = ["KEY", "Reader", "from_anthropic", "render_appended", "source_messages", "system_of", "to_anthropic"]
@@ -126,8 +134,17 @@ def from_anthropic(
     id: str = "transcript",
     domain: str | None = None,
     queries: Iterable[Query] = (),
+    limits: Limits | None = None,
 ) -> Transcript:
     """A :class:`Transcript` from Anthropic messages; nothing given is modified or kept by reference.
+
+    Refused with a :class:`~salience.errors.TranscriptError` naming the message and
+    the ``tool_use`` id: a ``tool_result`` that answers no ``tool_use`` of an earlier
+    message, and a ``tool_use`` whose ``tool_result`` is not at the start of the next
+    user message (only the last assistant message's calls may still wait: see
+    :func:`salience.messages.validate.require_answered`). More than
+    ``limits.max_entries`` messages, or messages (and ``system``) larger or deeper
+    than the limits (:mod:`salience.limits`): a :class:`~salience.errors.LimitError`.
 
     >>> from_anthropic([{"role": "user", "content": [
     ...     {"type": "tool_result", "tool_use_id": "x", "content": "1"}]}], id="t")
@@ -141,11 +158,17 @@ the id of a tool_use block of an earlier assistant message (got 'x')
         raise TranscriptError(
             f"transcript {tid!r}: messages must be a list of message mappings (got a {type(messages).__name__})"
         )
-    reader = Reader(tid)
+    check_count(len(messages), where=f"transcript {tid!r}", limits=limits)
+    reader = Reader(tid, limits=limits)
+    size = 0 if system is None else check_value(system, where=f"transcript {tid!r}, system", limits=limits)
     entries: list[Entry] = [] if system is None else [reader.system(system)]
     for i, message in enumerate(messages):
         entries.extend(reader.read(message, i))
-    return Transcript(id=tid, entries=tuple(entries), domain=domain, queries=tuple(queries))
+        size += reader.size
+        check_size(size, where=f"transcript {tid!r}", limits=limits, unit="bytes of JSON (about)")
+    transcript = Transcript(id=tid, entries=tuple(entries), domain=domain, queries=tuple(queries))
+    require_answered(transcript)
+    return transcript
 
 
 def source_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
@@ -165,8 +188,10 @@ class Reader:
     ``tool_use`` ids seen so far (and their names) and those already answered, so that the
     messages of a growing conversation can be read as they come."""
 
-    def __init__(self, tid: str = "transcript") -> None:
+    def __init__(self, tid: str = "transcript", *, limits: Limits | None = None) -> None:
         self.tid = tid
+        self.limits = limits  # None: salience.limits.current() at each read
+        self.size = 0  # of the last message read (salience.limits.check_value)
         self.tool_names: dict[str, str] = {}
         self.answered: set[str] = set()
 
@@ -199,6 +224,7 @@ class Reader:
             )
         base_id = message.get("id", f"m{i}")
         where = f"transcript {tid!r}, message {i}"
+        self.size = check_value(message, where=where, limits=self.limits)
         if not isinstance(base_id, str) or not base_id:
             raise _fail(where, "id", "a non-empty str", base_id)
         where += f" (id {base_id!r})"

@@ -18,6 +18,11 @@ and assistant turns with string content read the same either way). ``format="ope
 | "anthropic" | "responses" | "langchain" | "transcript"`` (:data:`FORMATS`) forces the choice
 (``"transcript"``: give a Transcript back whatever came in).
 
+Reading applies :mod:`salience.limits` (depth, size and number of messages, the limits
+:func:`salience.limits.current` gives) and refuses a history whose tool calls the
+provider would refuse (:func:`salience.messages.validate.require_answered`), each with a
+:class:`~salience.errors.TranscriptError` naming the message.
+
 Writing Anthropic messages merges adjacent same-role messages
 (:func:`merge_same_role`): dropping a whole message can leave two user turns side by
 side, which Anthropic's API does not accept.
@@ -46,6 +51,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
+from salience.limits import check_count, check_size
+from salience.messages.validate import require_answered
 from salience.transcript import Entry, Transcript
 
 __all__ = [
@@ -260,14 +267,20 @@ def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Tra
     def snapshot(e: Entry) -> Any:
         return e.meta[key]["message"]
 
+    check_count(len(messages), where="transcript 'transcript'")
     entries: list[Entry] = []
+    size = 0
     for i, m in enumerate(messages):
         entry = cache.entry(m, i, fmt, snapshot)
         if entry is None:
             entry = read(m, i, transcript_id="transcript")
             cache.remember(m, i, fmt, entry)
         entries.append(entry)
-    return Transcript(id="transcript", entries=tuple(entries))
+        size += entry.meta[key].get("size", 0)
+    check_size(size, where="transcript 'transcript'", unit="bytes of JSON (about)")
+    transcript = Transcript(id="transcript", entries=tuple(entries))
+    require_answered(transcript)
+    return transcript
 
 
 # -- both ways --------------------------------------------------------------------------------

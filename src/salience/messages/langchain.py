@@ -66,7 +66,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     raise ImportError('salience.messages.langchain needs langchain-core: pip install "salience[langchain]"') from exc
 
 from salience.errors import TranscriptError, describe
+from salience.limits import Limits, check_count, check_size, check_value
 from salience.messages.openai import message_where
+from salience.messages.validate import require_answered
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
 __all__ = [
@@ -143,16 +145,24 @@ def _arguments(args: Any) -> str:
 
 
 def entry_from_langchain(
-    message: Any, index: int, *, transcript_id: str = "transcript", default_id: str | None = None
+    message: Any,
+    index: int,
+    *,
+    transcript_id: str = "transcript",
+    default_id: str | None = None,
+    limits: Limits | None = None,
 ) -> Entry:
     """One LangChain message as an :class:`Entry`; ``message`` is deep-copied, never modified.
 
     ``index`` is the message's position (for error messages and the positional id
-    ``m<index>`` of a message without ``id``, unless ``default_id`` is given).
+    ``m<index>`` of a message without ``id``, unless ``default_id`` is given). Its
+    fields must be within ``limits`` (:mod:`salience.limits`), else a
+    :class:`~salience.errors.LimitError`.
     """
     where = message_where(transcript_id, index)
     if not isinstance(message, BaseMessage):
         raise TranscriptError(f"{where}: expected a LangChain message (got {_short(message)})")
+    size = check_value(dict(message), where=message_where(transcript_id, index, message.id), limits=limits)
     raw_id = message.id
     entry_id = raw_id if isinstance(raw_id, str) and raw_id else (
         default_id if default_id is not None else f"m{index}"
@@ -172,7 +182,7 @@ def entry_from_langchain(
     if isinstance(message, ToolMessage):
         tool_call_id = message.tool_call_id if isinstance(message.tool_call_id, str) and message.tool_call_id else None
     private = {"message": message.model_copy(deep=True), "text": text, "calls": calls, "name": name,
-               "tool_call_id": tool_call_id, "role": role}
+               "tool_call_id": tool_call_id, "role": role, "size": size}
     try:
         return Entry(id=entry_id, role=role, content=text, name=name, tool_calls=calls, tool_call_id=tool_call_id,
                      meta={KEY: private})
@@ -186,14 +196,25 @@ def from_langchain(
     id: str = "transcript",
     domain: str | None = None,
     queries: Iterable[Query] = (),
+    limits: Limits | None = None,
 ) -> Transcript:
-    """A :class:`Transcript` from LangChain messages; ``messages`` is not modified."""
+    """A :class:`Transcript` from LangChain messages; ``messages`` is not modified.
+
+    Refused as :func:`salience.messages.openai.from_openai` refuses: a tool call not
+    answered before the next message that is not one of its results (the last
+    ``AIMessage``'s calls may wait), and input past :mod:`salience.limits`.
+    """
     if isinstance(messages, (str, bytes, Mapping, BaseMessage)) or not isinstance(messages, Sequence):
         raise TranscriptError(
             f"transcript {id!r}: messages must be a list of LangChain messages (got a {type(messages).__name__})"
         )
-    entries = [entry_from_langchain(m, i, transcript_id=id) for i, m in enumerate(messages)]
-    return Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
+    check_count(len(messages), where=f"transcript {id!r}", limits=limits)
+    entries = [entry_from_langchain(m, i, transcript_id=id, limits=limits) for i, m in enumerate(messages)]
+    check_size(sum(e.meta[KEY]["size"] for e in entries), where=f"transcript {id!r}", limits=limits,
+               unit="bytes of JSON (about)")
+    transcript = Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
+    require_answered(transcript)
+    return transcript
 
 
 # -- writing --------------------------------------------------------------------------

@@ -40,9 +40,16 @@ Documented behaviour for odd input (each tested in ``tests/test_bad_input.py``):
 * an unknown ``role`` (``"robot"``, ``"User"``): an error; map your roles first;
 * a ``tool`` message whose ``tool_call_id`` names no call of an earlier assistant
   message: an error (a result without its call is invalid for every provider);
-* a call that is never answered loads; ``Transcript.unanswered_calls()`` lists it
-  and it is rendered as given (OpenAI's API refuses such a request: keeping calls
-  and results together is the compactor's job);
+* a call that is not answered before the next message that is not one of its
+  call group's results (a user turn, another assistant turn) is refused by
+  :func:`from_openai`, naming the message and the call id: OpenAI's API refuses
+  such a history, and salience neither passes it on nor guesses a repair (README,
+  "Bad input"). The calls of the last assistant message may still wait for their
+  results (the agent is running the tools): they load,
+  ``Transcript.unanswered_calls()`` lists them, and they are rendered as given;
+* input nested deeper, larger or with more messages than :mod:`salience.limits`
+  allows (64 levels, 64 MiB, 100,000 messages by default): a
+  :class:`~salience.errors.LimitError` naming the message, the limit and its value;
 * ``tool_calls[].function.arguments`` must be a string, but need not be valid
   JSON (models do emit broken JSON): it is kept as given;
 * text is kept exactly, however long (a 5 MB tool output loads and is counted in
@@ -66,9 +73,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from salience.errors import TranscriptError
+from salience.limits import Limits, check_count, check_size, check_value
 from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY
 from salience.messages._common import fail as _fail
 from salience.messages._common import short as _short
+from salience.messages.validate import require_answered
 from salience.transcript import Entry, Query, ToolCall, Transcript, register_converter
 
 __all__ = ["KEY", "entry_from_openai", "entry_to_openai", "from_openai", "message_where", "to_openai"]
@@ -151,18 +160,27 @@ def _read_calls(raw_calls: Any, where: str) -> tuple[ToolCall, ...]:
 
 
 def entry_from_openai(
-    message: Mapping[str, Any], index: int, *, transcript_id: str = "transcript", default_id: str | None = None
+    message: Mapping[str, Any],
+    index: int,
+    *,
+    transcript_id: str = "transcript",
+    default_id: str | None = None,
+    limits: Limits | None = None,
 ) -> Entry:
     """One OpenAI message as an :class:`Entry`; ``message`` is deep-copied, never modified.
 
     ``index`` is the message's position (for error messages and the positional id
-    ``m<index>``, unless ``default_id`` is given).
+    ``m<index>``, unless ``default_id`` is given). ``message`` must be within
+    ``limits`` (:func:`salience.limits.current` when None): nested at most
+    ``max_depth`` deep, at most ``max_bytes`` large, else a
+    :class:`~salience.errors.LimitError`.
     """
     tid = transcript_id
     if not isinstance(message, Mapping):
         raise TranscriptError(
             f"{message_where(tid, index)}: expected a mapping with 'role' and 'content' (got {_short(message)})"
         )
+    size = check_value(message, where=message_where(tid, index, message.get("id")), limits=limits)
     entry_id = message.get("id", default_id if default_id is not None else f"m{index}")
     where = message_where(tid, index, entry_id)
     if not isinstance(entry_id, str) or not entry_id:
@@ -201,6 +219,7 @@ def entry_from_openai(
         "name": name,
         "calls": calls,
         "tool_call_id": tool_call_id,
+        "size": size,
     }
     try:
         return Entry(
@@ -223,8 +242,17 @@ def from_openai(
     id: str = "transcript",
     domain: str | None = None,
     queries: Iterable[Query] = (),
+    limits: Limits | None = None,
 ) -> Transcript:
     """A :class:`Transcript` from OpenAI chat messages; ``messages`` is not modified.
+
+    Refused, each with a :class:`~salience.errors.TranscriptError` naming the message
+    and the call: a history OpenAI's API would refuse for its tool calls (a result
+    before its call, or a call that is not answered before the next message that is
+    not its result; the calls of the last assistant message may wait for their
+    results, see :func:`salience.messages.validate.require_answered`); more than
+    ``limits.max_entries`` messages, or messages larger or deeper than the limits
+    (:mod:`salience.limits`): a :class:`~salience.errors.LimitError`.
 
     >>> t = from_openai([{"role": "user", "content": "hi"}, {"role": "function", "name": "f", "content": "1"}])
     >>> [(e.id, e.role, e.name) for e in t.entries]
@@ -239,8 +267,13 @@ made by an earlier assistant entry (got 'c9', which no entry calls)
         raise TranscriptError(
             f"transcript {id!r}: messages must be a list of message mappings (got a {type(messages).__name__})"
         )
-    entries = [entry_from_openai(m, i, transcript_id=id) for i, m in enumerate(messages)]
-    return Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
+    check_count(len(messages), where=f"transcript {id!r}", limits=limits)
+    entries = [entry_from_openai(m, i, transcript_id=id, limits=limits) for i, m in enumerate(messages)]
+    check_size(sum(e.meta[KEY]["size"] for e in entries), where=f"transcript {id!r}", limits=limits,
+               unit="bytes of JSON (about)")
+    transcript = Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
+    require_answered(transcript)
+    return transcript
 
 
 # -- rendering ---------------------------------------------------------------

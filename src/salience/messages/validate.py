@@ -65,11 +65,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from salience.errors import ParameterError, describe
+from salience.errors import ParameterError, TranscriptError, describe
 
-__all__ = ["ANTHROPIC_ID", "check_anthropic", "check_openai", "pending_calls"]
+if TYPE_CHECKING:
+    from salience.transcript import Transcript
+
+__all__ = ["ANTHROPIC_ID", "check_anthropic", "check_openai", "pending_calls", "require_answered", "unanswered_before"]
 
 #: What Anthropic accepts as a ``tool_use`` id.
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -396,6 +399,85 @@ def check_anthropic(
         what = ", ".join(repr(u) for u in prev_uses)
         problems.append(f"message {n - 1}: tool_use {what} not answered (the conversation ends with it)")
     return problems
+
+
+# --------------------------------------------------------------------------
+# the readers' rule: every call answered before the history moves on
+# --------------------------------------------------------------------------
+
+
+def unanswered_before(transcript: Transcript) -> tuple[int, str, int] | None:
+    """``(calling entry, call id, entry)`` for the first tool call of ``transcript`` that is
+    not answered before ``entry``, the next entry that is not one of its call group's
+    results (a user or assistant turn, a free-standing observation); None when every call
+    is answered in time, or only the calls of the last calling entry are still waiting
+    with nothing but their own results after them.
+
+    Results before their calls, results of no call and calls answered twice the
+    :class:`~salience.transcript.Transcript` itself refuses.
+    """
+    open_calls: dict[str, int] = {}  # call id -> entry that made it
+    for i, entry in enumerate(transcript.entries):
+        if entry.role == "tool" and entry.tool_call_id is not None and entry.tool_call_id in open_calls:
+            del open_calls[entry.tool_call_id]
+            continue
+        if open_calls:
+            cid, owner = next(iter(open_calls.items()))
+            return owner, cid, i
+        for call in entry.tool_calls:
+            open_calls[call.id] = i
+    return None
+
+
+def _where(transcript: Transcript, i: int) -> str:
+    """``message 3 (id 'm3')`` for entry ``i``, in the terms of the messages it was read from."""
+    from salience.messages._common import ANTHROPIC_KEY
+
+    entry = transcript.entries[i]
+    private = entry.meta.get(ANTHROPIC_KEY)
+    if isinstance(private, Mapping) and isinstance(private.get("head"), Mapping):
+        head = private["head"]
+        mid = head["message"].get("id", f"m{head['index']}")
+        part = "" if private.get("part", 0) == 0 else f", block run {private['part']}"
+        return f"message {head['index']} (id {mid!r}{part}, {entry.role})"
+    return f"message {i} (id {entry.id!r}, {entry.role})"
+
+
+def require_answered(transcript: Transcript) -> None:
+    """Refuse a history whose tool calls a provider would refuse: a :class:`~salience.errors.TranscriptError`
+    naming the calling message, the call id and the message that comes before its answer.
+
+    OpenAI wants every call of an assistant message answered by the ``tool`` messages
+    right after it; Anthropic wants every ``tool_use`` answered at the start of the very
+    next user message. Neither accepts a call left unanswered with more turns after it,
+    so the readers (:func:`~salience.messages.openai.from_openai`,
+    :func:`~salience.messages.anthropic.from_anthropic`,
+    :func:`~salience.messages.langchain.from_langchain`, :meth:`salience.Compactor.compact`,
+    the data set loaders) refuse it rather than compact it into a request the provider
+    rejects, or repair it by guessing. The calls of the last calling message may still
+    be waiting, with only some of their results after them: an agent waiting on its tools.
+
+    >>> from salience.transcript import Transcript
+    >>> call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    >>> asks = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    >>> len(Transcript.from_openai(asks).entries)  # waiting on c1: fine
+    2
+    >>> Transcript.from_openai([*asks, {"role": "user", "content": "well?"}], id="t")
+    Traceback (most recent call last):
+    ...
+    salience.errors.TranscriptError: transcript 't', message 1 (id 'm1', assistant): tool call 'c1' is not \
+answered before message 2 (id 'm2', user); providers refuse a history with an unanswered call before more \
+turns: add its result right after the call, or drop the call (see README, "Bad input")
+    """
+    found = unanswered_before(transcript)
+    if found is None:
+        return
+    owner, cid, before = found
+    raise TranscriptError(
+        f"transcript {transcript.id!r}, {_where(transcript, owner)}: tool call {cid!r} is not answered before "
+        f"{_where(transcript, before)}; providers refuse a history with an unanswered call before more turns: "
+        'add its result right after the call, or drop the call (see README, "Bad input")'
+    )
 
 
 # --------------------------------------------------------------------------
