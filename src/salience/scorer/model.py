@@ -54,6 +54,20 @@ __all__ = ["ImportanceScorer", "TrainingRows", "build_rows", "default_scorer", "
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "default.salience"
 _MAGIC = "salience-scorer"
 _FORMAT = 1
+_HEAD_START = b'{"magic": "salience-scorer"'
+
+
+def _header_line(metadata: Any, payload: bytes) -> bytes:
+    """The header line :meth:`ImportanceScorer.save` writes for ``metadata`` and ``payload``
+    (so that :meth:`~ImportanceScorer.load` can tell a header changed by even one byte)."""
+    header = {
+        "magic": _MAGIC,
+        "format": _FORMAT,
+        "library_version": __version__,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "metadata": metadata,
+    }
+    return json.dumps(header, default=str).encode() + b"\n"
 
 
 @dataclass(slots=True)
@@ -383,7 +397,10 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
 
     # -- persistence -------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the fitted scorer to ``path`` (a JSON header line and a checksummed payload)."""
+        """Write the fitted scorer to ``path``: a JSON header line (``magic``, ``format``,
+        ``library_version``, the payload's ``sha256``, ``metadata``) and the payload, a
+        joblib pickle of the scorer's state. Anyone who loads the file runs that pickle:
+        see :meth:`load`."""
         import joblib
 
         self._check_fitted()
@@ -393,16 +410,9 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         buf = io.BytesIO()
         joblib.dump({"class": type(self).__name__, "state": state}, buf, compress=3)
         payload = buf.getvalue()
-        header = {
-            "magic": _MAGIC,
-            "format": _FORMAT,
-            "library_version": __version__,
-            "sha256": hashlib.sha256(payload).hexdigest(),
-            "metadata": self.metadata_,
-        }
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("wb") as fh:
-            fh.write(json.dumps(header, default=str).encode() + b"\n")
+            fh.write(_header_line(self.metadata_, payload))
             fh.write(payload)
         os.replace(tmp, path)
         return path
@@ -418,9 +428,12 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
             raise ScorerError(f"{path}: cannot read scorer file ({exc.strerror or exc})") from None
         try:
             header = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             header = None
         if not isinstance(header, dict) or header.get("magic") != _MAGIC:
+            if line.startswith(_HEAD_START) or (_MAGIC.encode() in line[:40] and line[:1] == b"{"):
+                raise ScorerError(f"{path}: a salience scorer file whose header is damaged (it does not parse, or "
+                                  "was cut short); refusing to load")
             raise ScorerError(f"{path}: not a salience scorer file (no salience header)")
         return header
 
@@ -433,7 +446,18 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         imports nothing from training).
 
         A file written by another library version, or changed after it was written,
-        is refused with a :class:`~salience.errors.ScorerError` that says which.
+        is refused with a :class:`~salience.errors.ScorerError` that says which: a
+        flipped byte or a file cut short anywhere (the header must parse, carry this
+        version and format, and be byte for byte the header its payload was saved with;
+        the payload must match the header's sha256 digest).
+
+        **A scorer file is trusted code.** The payload is a joblib pickle, and loading a
+        pickle runs whatever code it names, as loading an MLflow model stored as a
+        pickle does. The digest catches damage, not an attack: whoever can write a file
+        can write its matching digest. Load only scorer files you made or got from
+        someone you trust, from a place only they can write (the bundled default, your
+        own ``salience train``, your MLflow registry); never one that arrives with a
+        request.
         """
         import joblib
 
@@ -450,16 +474,20 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
                 "`salience train`"
             )
         with path.open("rb") as fh:
-            fh.readline(1_000_000)
+            head = fh.readline(1_000_000)
             payload = fh.read()
         if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
-            raise ScorerError(f"{path}: the file was changed after it was saved (checksum mismatch); refusing to load")
+            raise ScorerError(f"{path}: the file was changed after it was saved, or cut short (checksum mismatch); "
+                              "refusing to load")
         try:
             obj = joblib.load(io.BytesIO(payload))
         except Exception as exc:
             raise ScorerError(f"{path}: cannot read the scorer payload ({type(exc).__name__}: {exc})") from None
-        if not isinstance(obj, dict) or obj.get("class") != cls.__name__:
+        if not isinstance(obj, dict) or obj.get("class") != cls.__name__ or not isinstance(obj.get("state"), dict):
             raise ScorerError(f"{path}: payload is not an {cls.__name__}")
+        if _header_line(obj["state"].get("metadata_"), payload) != head:
+            raise ScorerError(f"{path}: a salience scorer file whose header is damaged: it is not the header "
+                              "its payload was saved with; refusing to load")
         scorer = cls.__new__(cls)
         scorer.__dict__.update(obj["state"])
         return scorer
