@@ -13,6 +13,12 @@ Run as ``python benchmarks/bench_fuzz.py [--cuts 10] [--budgets 3] [--scorers de
 [--runs N] [--seed 0]``. Prints the counts per scorer and format (outputs checked,
 rejected, BudgetError refusals, and every kind of failure with a first example) and
 exits 1 when anything other than the known Anthropic role-order problem failed.
+
+``--readers N`` runs the reader fuzz instead (``tests/test_fuzz_readers.py``, every
+reader, data set loader and both entry points, with N hypothesis cases each where the
+test run has 100; the loaders and the command line get N/2) and prints, per reader, the
+cases run, how many gave a valid result and how many a SalienceError naming where, and
+the internal errors, mutated inputs and hangs (all three must be 0; exit 1 otherwise).
 """
 
 from __future__ import annotations
@@ -43,6 +49,37 @@ def scorer_for(name: str) -> object | None:
     return None if name == "default" else make_baseline(name)
 
 
+def readers(examples: int) -> int:
+    """The reader fuzz with ``examples`` cases per reader; prints the counts (see the module doc)."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "counts.json"
+        env = {**os.environ, "SALIENCE_FUZZ_EXAMPLES": str(examples), "SALIENCE_FUZZ_REPORT": str(report),
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+        start = time.perf_counter()
+        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                str(ROOT / "tests" / "test_fuzz_readers.py")], env=env, cwd=ROOT)
+        seconds = time.perf_counter() - start
+        counts = json.loads(report.read_text()) if report.exists() else {}
+    print(f"== reader fuzz: {examples} cases per reader in {seconds:.0f}s (pytest exit {code})")
+    print(f"{'reader':36} {'cases':>7} {'valid':>7} {'refused':>8} {'internal':>9} {'mutated':>8} {'hangs':>6} "
+          f"{'ms/case':>8}")
+    total = {"cases": 0, "internal": 0, "mutated": 0, "hangs": 0}
+    for name, c in sorted(counts.items()):
+        per = c.get("seconds_x1000", 0) / max(1, c.get("cases", 0))
+        print(f"{name:36} {c.get('cases', 0):7,} {c.get('valid', 0):7,} {c.get('refused', 0):8,} "
+              f"{c.get('internal', 0):9,} {c.get('mutated', 0):8,} {c.get('hangs', 0):6,} {per:8.1f}")
+        for key in total:
+            total[key] += c.get(key, 0)
+    print(f"{'total':36} {total['cases']:7,} {'':7} {'':8} {total['internal']:9,} {total['mutated']:8,} "
+          f"{total['hangs']:6,}")
+    return 1 if code != 0 or total["internal"] or total["mutated"] or total["hangs"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cuts", type=int, default=10, help="cut points per run (default: 10)")
@@ -52,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="only the first N runs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=SHARED, help=f"tau-bench folder (default: {SHARED})")
+    parser.add_argument("--readers", type=int, default=None, metavar="N",
+                        help="run the reader fuzz with N cases per reader instead (tests/test_fuzz_readers.py)")
     args = parser.parse_args(argv)
+    if args.readers is not None:
+        return readers(args.readers)
     if not args.data.exists():
         print(f"tau-bench data not found at {args.data}", file=sys.stderr)
         return 2

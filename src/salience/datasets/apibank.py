@@ -49,7 +49,8 @@ def sniff(path: Path, head: str) -> bool:
         obj = json.loads(first)
     except (json.JSONDecodeError, RecursionError):  # broken, or nested past the parser: not ours
         return False
-    return isinstance(obj, dict) and obj.get("role") in _ROLES and ("text" in obj or "api_name" in obj)
+    role = obj.get("role") if isinstance(obj, dict) else None
+    return isinstance(role, str) and role in _ROLES and ("text" in obj or "api_name" in obj)
 
 
 def _json(value: Any) -> str:

@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
-from salience.limits import check_count, check_size
+from salience.limits import check_count, check_size, check_value
 from salience.messages.validate import require_answered
 from salience.transcript import Entry, Transcript
 
@@ -94,14 +94,17 @@ def _is_anthropic_message(m: Any) -> bool:
     for block in content:
         if isinstance(block, Mapping):
             kind = block.get("type")
-            if kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in block):
+            if isinstance(kind, str) and (kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in block)):
                 return True
     return False
 
 
 def is_openai_message(m: Any) -> bool:
     """Whether ``m`` can only be an OpenAI message (a system, developer, tool or function role, or tool-call keys)."""
-    return isinstance(m, Mapping) and (m.get("role") in _OPENAI_ROLES or "tool_calls" in m or "tool_call_id" in m)
+    if not isinstance(m, Mapping):
+        return False
+    role = m.get("role")
+    return (isinstance(role, str) and role in _OPENAI_ROLES) or "tool_calls" in m or "tool_call_id" in m
 
 
 def detect_format(messages: Any, *, system: Any = None) -> str:
@@ -330,7 +333,12 @@ def to_transcript(
         if system is not None:
             raise ParameterError("system= is only for Anthropic messages; Responses input carries its instructions "
                              "as a system or developer message item")
+        # the Responses reader deep-copies each item: bound them first (salience.limits)
+        check_count(len(messages), where="transcript 'transcript'", what="items")
+        for i, item in enumerate(messages):
+            check_value(item, where=f"transcript 'transcript', item {i}")
         source = from_responses(messages)
+        require_answered(source)
     else:
         source = Transcript.from_anthropic(messages, system=system)
     return source, format or fmt

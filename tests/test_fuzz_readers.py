@@ -1,0 +1,503 @@
+"""Fuzz every reader and both entry points (the library and the command line) with
+mutated real transcripts (hypothesis).
+
+Seeds: the project's samples (``data/*.jsonl``) rendered as OpenAI and Anthropic messages,
+and the layout fixtures of every data set loader (``tests/fixtures/layouts``). Mutations:
+dropped, duplicated and reordered messages; fields given wrong types; huge strings; deep
+nesting; NaN and infinities; lone surrogates and control characters; duplicate ids;
+for files, also truncation, flipped bytes and stray commas.
+
+The property, for every input:
+
+* either a valid result (a transcript whose tool calls pair up as the providers want,
+  or an exit code 0 with JSON output) or a :class:`~salience.errors.SalienceError`
+  (exit 2) whose message names where (a transcript, message, file or field);
+* never another exception (exit 1 on the command line);
+* never a mutated input;
+* never a hang (each case has a time limit).
+
+``SALIENCE_FUZZ_EXAMPLES`` scales the number of cases per reader (default 100, a few
+seconds each); ``benchmarks/bench_fuzz.py --readers N`` runs them longer and prints the
+counts that :data:`COUNTS` collects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import math
+import os
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from salience import load_transcripts
+from salience.errors import SalienceError
+from salience.messages.validate import check_openai
+from salience.transcript import Transcript
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "layouts"
+EXAMPLES = int(os.environ.get("SALIENCE_FUZZ_EXAMPLES", "100"))
+#: Seconds one case may take before it counts as a hang.
+HANG_SECONDS = float(os.environ.get("SALIENCE_FUZZ_HANG_SECONDS", "20"))
+
+#: Per reader: cases, valid, refused (SalienceError), internal (any other exception),
+#: mutated (input changed), hangs, and provider problems beside tool pairing (counted, not failed).
+COUNTS: dict[str, Counter[str]] = {}
+
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+
+#: What a SalienceError's message must contain to say where.
+WHERE = re.compile(r"transcript|message|entry|field|line|column|\.json|\.jsonl|\.traj|system|nested|"
+                   r"limit|layout|messages|file", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report() -> Iterator[None]:
+    """Write :data:`COUNTS` as JSON to ``$SALIENCE_FUZZ_REPORT`` once the module is done (the benchmark reads it)."""
+    yield
+    target = os.environ.get("SALIENCE_FUZZ_REPORT")
+    if target:
+        Path(target).write_text(json.dumps({k: dict(v) for k, v in COUNTS.items()}, indent=1), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------
+# seeds
+# --------------------------------------------------------------------------
+
+
+def _seed_transcripts() -> list[Transcript]:
+    return load_transcripts(sorted((ROOT / "data").glob("*.jsonl")))
+
+
+SEEDS = _seed_transcripts()
+OPENAI_SEEDS = [t.to_openai() for t in SEEDS]
+ANTHROPIC_SEEDS = [(t.to_anthropic(), t.anthropic_system()) for t in SEEDS]
+LAYOUT_FILES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in (".json", ".jsonl", ".traj")
+                      and "databases" not in p.parts and p.name != "exceptions.json")
+
+
+# --------------------------------------------------------------------------
+# odd values and mutations
+# --------------------------------------------------------------------------
+
+
+def nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value] if depth % 2 else {"k": value}
+    return value
+
+
+ODD_STRINGS = st.sampled_from([
+    "", " ", "\x00", "nul\x00bell\x07esc\x1b", "lone \udc80 surrogate", "\ud83d", "pair \U0001f600", "\u202e rtl",
+    "\ufeffbom", "line\r\nbreak", '{"broken": ', "NaN", "-Infinity", "a" * 5_000,
+])
+ODD_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1e308]),
+    ODD_STRINGS, st.text(max_size=30),
+    st.builds(lambda n: "z" * n, st.integers(min_value=100_000, max_value=300_000)),
+    st.builds(nested, st.sampled_from([2, 63, 64, 65, 70, 200])),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    st.just([{"type": "text"}]), st.just([{"type": "tool_result", "tool_use_id": "nope"}]),
+    st.just([{"type": "tool_use", "id": "dup", "name": "f", "input": {}}]),
+)
+FIELDS = st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "name", "id", "label", "meta",
+                          "function", "arguments", "text", "type", "extra"])
+
+
+@st.composite
+def mutations(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """A short list of edits, each ``(kind, ...)`` with positions as fractions (the list's length varies)."""
+    ops = []
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        kind = draw(st.sampled_from(["drop", "duplicate", "swap", "field", "deep-field", "same-id", "truncate",
+                                     "wrap", "call-id"]))
+        ops.append((kind, draw(st.floats(0, 1)), draw(st.floats(0, 1)), draw(FIELDS), draw(ODD_VALUES)))
+    return ops
+
+
+def _pick(n: int, fraction: float) -> int:
+    return min(n - 1, int(fraction * n))
+
+
+def _deep_set(value: Any, fraction: float, key: str, new: Any) -> None:
+    """Set ``key`` (or an index) of some mapping or list nested inside ``value`` to ``new``."""
+    containers: list[Any] = []
+    stack = [value]
+    while stack and len(containers) < 200:
+        item = stack.pop()
+        if isinstance(item, (dict, list)):
+            containers.append(item)
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    if not containers:
+        return
+    target = containers[_pick(len(containers), fraction)]
+    if isinstance(target, dict):
+        keys = list(target)
+        target[keys[_pick(len(keys), fraction)] if keys and fraction < 0.7 else key] = new
+    elif target:
+        target[_pick(len(target), fraction)] = new
+
+
+def mutate(messages: list[Any], ops: list[tuple[Any, ...]]) -> list[Any]:
+    """``messages`` (deep-copied) with ``ops`` applied."""
+    out = copy.deepcopy(messages)
+    for kind, a, b, key, value in ops:
+        if not out:
+            out.append(copy.deepcopy(value))
+            continue
+        i, j = _pick(len(out), a), _pick(len(out), b)
+        if kind == "drop":
+            del out[i]
+        elif kind == "duplicate":
+            out.insert(j, copy.deepcopy(out[i]))
+        elif kind == "swap":
+            out[i], out[j] = out[j], out[i]
+        elif kind == "field" and isinstance(out[i], dict):
+            out[i][key] = copy.deepcopy(value)
+        elif kind == "deep-field":
+            _deep_set(out[i], b, key, copy.deepcopy(value))
+        elif kind == "same-id" and isinstance(out[i], dict) and isinstance(out[j], dict):
+            out[i]["id"] = out[j]["id"] = "same"
+        elif kind == "truncate":
+            del out[i:]
+        elif kind == "wrap":
+            out[i] = copy.deepcopy(value) if b < 0.5 else [out[i]]
+        elif kind == "call-id":
+            _deep_set(out[i], b, "tool_call_id" if a < 0.5 else "tool_use_id", "shared-id")
+    return out
+
+
+# --------------------------------------------------------------------------
+# the property
+# --------------------------------------------------------------------------
+
+
+class Hang(BaseException):
+    """A case ran past HANG_SECONDS."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    def expire(signum: int, frame: Any) -> None:
+        raise Hang(f"no answer after {seconds:.0f}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def fingerprint(value: Any) -> list[Any]:
+    """A flat, comparable picture of ``value`` (no recursion: safe at any depth; NaN equals NaN)."""
+    out: list[Any] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            out.append(("{", len(item)))
+            for k, v in item.items():
+                out.append(("k", repr(k)))
+                stack.append(v)
+        elif isinstance(item, (list, tuple)):
+            out.append(("[", len(item), type(item).__name__))
+            stack.extend(reversed(item))
+        elif isinstance(item, float):
+            out.append(("f", repr(item)))
+        else:
+            out.append((type(item).__name__, repr(item) if not isinstance(item, (str, bytes)) else item))
+    return out
+
+
+def _pairing_problems(transcript: Transcript) -> list[str]:
+    problems = check_openai(transcript.to_openai(), allow_pending=True) if transcript.entries else []
+    return [p for p in problems if "tool call" in p or "answers call" in p]
+
+
+def check(reader: str, run: Callable[[], Any], inputs: Any, valid: Callable[[Any], list[str]] | None = None) -> None:
+    """Run one case of ``reader`` and hold it to the property (module doc); count what happened."""
+    counts = COUNTS.setdefault(reader, Counter())
+    counts["cases"] += 1
+    before = fingerprint(inputs)
+    start = time.perf_counter()
+    try:
+        with time_limit(HANG_SECONDS):
+            result = run()
+    except Hang:
+        counts["hangs"] += 1
+        raise AssertionError(f"{reader}: hang (more than {HANG_SECONDS}s)") from None
+    except SalienceError as exc:
+        counts["refused"] += 1
+        message = str(exc)
+        assert message.strip() and WHERE.search(message), f"{reader}: an error that does not say where: {message!r}"
+    except Exception as exc:
+        counts["internal"] += 1
+        raise AssertionError(f"{reader}: internal error {type(exc).__name__}: {exc}") from exc
+    else:
+        counts["valid"] += 1
+        problems = valid(result) if valid is not None else []
+        assert not problems, f"{reader}: accepted a history the provider refuses: {problems[:3]}"
+    finally:
+        counts["seconds_x1000"] += int(1000 * (time.perf_counter() - start))
+    if fingerprint(inputs) != before:
+        counts["mutated"] += 1
+        raise AssertionError(f"{reader}: the input was modified")
+
+
+def _transcript_valid(result: Any) -> list[str]:
+    return _pairing_problems(result) if isinstance(result, Transcript) else []
+
+
+# --------------------------------------------------------------------------
+# the library: message readers and Compactor.compact
+# --------------------------------------------------------------------------
+
+
+@FUZZ
+@given(seed=st.sampled_from(range(len(OPENAI_SEEDS))), ops=mutations())
+def test_fuzz_from_openai(seed: int, ops: list[tuple[Any, ...]]) -> None:
+    messages = mutate(OPENAI_SEEDS[seed], ops)
+    check("from_openai", lambda: Transcript.from_openai(messages, id="fuzz"), messages, _transcript_valid)
+
+
+@FUZZ
+@given(seed=st.sampled_from(range(len(ANTHROPIC_SEEDS))), ops=mutations(), system=st.one_of(st.none(), ODD_VALUES))
+def test_fuzz_from_anthropic(seed: int, ops: list[tuple[Any, ...]], system: Any) -> None:
+    base, base_system = ANTHROPIC_SEEDS[seed]
+    messages = mutate(base, ops)
+    given_system = base_system if system is None else system
+    check("from_anthropic", lambda: Transcript.from_anthropic(messages, system=given_system, id="fuzz"),
+          [messages, given_system], _transcript_valid)
+
+
+def _langchain_messages(messages: list[Any]) -> list[Any] | None:
+    from langchain_core.messages import convert_to_messages
+
+    try:
+        return list(convert_to_messages(messages))
+    except Exception:  # the fuzzer's input is not a LangChain message list: nothing to read
+        return None
+
+
+@FUZZ
+@given(seed=st.sampled_from(range(len(OPENAI_SEEDS))), ops=mutations(), extra=ODD_VALUES)
+def test_fuzz_from_langchain(seed: int, ops: list[tuple[Any, ...]], extra: Any) -> None:
+    pytest.importorskip("langchain_core")
+    from salience.messages.langchain import from_langchain
+
+    clean = [{k: v for k, v in m.items() if k in ("role", "content", "tool_calls", "tool_call_id", "name", "id")}
+             for m in OPENAI_SEEDS[seed]]
+    messages = _langchain_messages(mutate(clean, [op for op in ops if op[0] in ("drop", "duplicate", "swap",
+                                                                                 "truncate", "same-id")]))
+    if not messages:
+        return
+    k = len(messages) // 2
+    messages[k] = messages[k].model_copy(update={"additional_kwargs": {"odd": extra}})
+    check("from_langchain", lambda: from_langchain(messages, id="fuzz"), messages, _transcript_valid)
+
+
+def _compact_valid(result: Any) -> list[str]:
+    return _pairing_problems(result.source) + _pairing_problems(result.transcript)
+
+
+@pytest.fixture(scope="module")
+def compactor() -> Any:
+    from salience.scorer.baselines import RecencyScorer
+    from salience.selector.compactor import Compactor
+
+    return Compactor(scorer=RecencyScorer())
+
+
+@FUZZ
+@given(seed=st.sampled_from(range(len(OPENAI_SEEDS))), ops=mutations(), anthropic=st.booleans(),
+       budget=st.integers(min_value=1, max_value=5_000))
+def test_fuzz_compact(compactor: Any, seed: int, ops: list[tuple[Any, ...]], anthropic: bool, budget: int) -> None:
+    if anthropic:
+        base, system = ANTHROPIC_SEEDS[seed]
+        messages = mutate(base, ops)
+        check("Compactor.compact (anthropic)", lambda: compactor.compact(messages, budget=budget, system=system),
+              messages, _compact_valid)
+    else:
+        messages = mutate(OPENAI_SEEDS[seed], ops)
+        check("Compactor.compact (openai)", lambda: compactor.compact(messages, budget=budget), messages,
+              _compact_valid)
+
+
+# --------------------------------------------------------------------------
+# files: canonical JSONL, every data set loader
+# --------------------------------------------------------------------------
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=True)
+    except (RecursionError, ValueError, TypeError):
+        return "[]"
+
+
+BYTE_OPS = st.lists(st.tuples(st.sampled_from(["cut", "flip", "comma", "nan", "deep"]), st.floats(0, 1)),
+                    max_size=2)
+
+
+def mutate_bytes(raw: bytes, ops: list[tuple[str, float]]) -> bytes:
+    for kind, at in ops:
+        if not raw:
+            break
+        i = _pick(len(raw), at)
+        if kind == "cut":
+            raw = raw[:i]
+        elif kind == "flip":
+            raw = raw[:i] + bytes([raw[i] ^ (1 << int(at * 7))]) + raw[i + 1:]
+        elif kind == "comma":
+            raw = raw[:i] + b"," + raw[i:]
+        elif kind == "nan":
+            raw = raw[:i] + b"NaN" + raw[i:]
+        else:
+            raw = raw[:i] + b"[" * 3_000 + raw[i:]
+    return raw
+
+
+def _load_file(path: Path) -> Callable[[], Any]:
+    def run() -> Any:
+        for t in load_transcripts(path):
+            problems = _pairing_problems(t)
+            assert not problems, f"{path.name}: accepted a history the provider refuses: {problems[:3]}"
+        return None
+
+    return run
+
+
+@FUZZ
+@given(seed=st.sampled_from(range(len(SEEDS))), ops=mutations(), byte_ops=BYTE_OPS)
+def test_fuzz_jsonl(tmp_path_factory: pytest.TempPathFactory, seed: int, ops: list[tuple[Any, ...]],
+                    byte_ops: list[tuple[str, float]]) -> None:
+    from salience.datasets.jsonl import dump_transcript
+
+    obj = dump_transcript(SEEDS[seed])
+    obj["messages"] = mutate(obj["messages"], ops)
+    raw = mutate_bytes((_json_text(obj) + "\n").encode(), byte_ops)
+    path = tmp_path_factory.mktemp("jsonl") / "fuzz.jsonl"
+    path.write_bytes(raw)
+    check("jsonl", _load_file(path), raw)
+    assert path.read_bytes() == raw
+
+
+def _fixture_doc(path: Path) -> tuple[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        return "lines", [json.loads(line) for line in text.splitlines() if line.strip()]
+    return "doc", json.loads(text)
+
+
+@pytest.mark.parametrize("layout_file", LAYOUT_FILES, ids=[p.parent.name + "/" + p.name for p in LAYOUT_FILES])
+def test_fuzz_every_data_set_loader(layout_file: Path, tmp_path: Path) -> None:
+    kind, doc = _fixture_doc(layout_file)
+    name = f"loader {layout_file.relative_to(FIXTURES).parts[0]}"
+
+    @settings(FUZZ, max_examples=max(10, EXAMPLES // 2))
+    @given(where=st.floats(0, 1), key=FIELDS, value=ODD_VALUES, structural=st.sampled_from(["set", "drop", "none"]),
+           byte_ops=BYTE_OPS)
+    def case(where: float, key: str, value: Any, structural: str, byte_ops: list[tuple[str, float]]) -> None:
+        mutated = copy.deepcopy(doc)
+        if structural == "set":
+            _deep_set(mutated, where, key, value)
+        elif structural == "drop":
+            _deep_set(mutated, where, key, None)
+        if kind == "lines":
+            text = "".join(_json_text(line) + "\n" for line in mutated)
+        else:
+            text = _json_text(mutated)
+        raw = mutate_bytes(text.encode(), byte_ops)
+        out = tmp_path / layout_file.relative_to(FIXTURES)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(raw)
+        check(name, _load_file(out), raw)
+
+    case()
+
+
+# --------------------------------------------------------------------------
+# the command line
+# --------------------------------------------------------------------------
+
+
+@settings(FUZZ, max_examples=max(10, EXAMPLES // 2))
+@given(seed=st.sampled_from(range(len(OPENAI_SEEDS))), ops=mutations(), byte_ops=BYTE_OPS,
+       anthropic=st.booleans(), command=st.sampled_from(["compact", "inspect"]))
+def test_fuzz_cli(tmp_path_factory: pytest.TempPathFactory, seed: int, ops: list[tuple[Any, ...]],
+                  byte_ops: list[tuple[str, float]], anthropic: bool, command: str) -> None:
+    from salience.cli import main
+
+    if anthropic:
+        base, system = ANTHROPIC_SEEDS[seed]
+        doc: Any = {"system": system, "messages": mutate(base, ops)}
+    else:
+        doc = mutate(OPENAI_SEEDS[seed], ops)
+    raw = mutate_bytes(_json_text(doc).encode(), byte_ops)
+    folder = tmp_path_factory.mktemp("cli")
+    path = folder / "in.json"
+    path.write_bytes(raw)
+    args = [command, str(path), "--budget", "500", "--scorer", "recency"]
+    if command == "compact":
+        args += ["--out", str(folder / "out.json")]
+
+    def run() -> int:
+        # strict UTF-8, as a terminal or a pipe is: a lone surrogate written as it is would fail here
+        out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+        err_bytes = io.BytesIO()
+        err = io.TextIOWrapper(err_bytes, encoding="utf-8", errors="strict", write_through=True)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+        errors = [line for line in err_bytes.getvalue().decode("utf-8").splitlines()
+                  if line.startswith("salience: error:")]
+        if code not in (0, 2):
+            raise RuntimeError(f"salience {command} exited {code}: {errors}")
+        if code == 2:
+            assert len(errors) == 1, err_bytes.getvalue()
+            raise SalienceError(errors[0].removeprefix("salience: error: "))
+        if command == "compact":
+            json.loads((folder / "out.json").read_text(encoding="utf-8"))  # the output is JSON
+        return code
+
+    check(f"cli {command}", run, raw)
+    assert path.read_bytes() == raw
+
+
+# --------------------------------------------------------------------------
+# what the fuzzing found, kept as plain tests
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("messages", [
+    [{"role": [{"type": "text"}], "content": "x"}],
+    [{"role": "user", "content": [{"type": ["tool_use"], "text": "x"}]}],
+], ids=["role-a-list", "block-type-a-list"])
+def test_unhashable_roles_and_block_types_are_refused_not_crashed_on(compactor: Any, messages: list[Any]) -> None:
+    for system in (None, "s"):  # a TypeError (unhashable type: 'list') in format detection before
+        check("regression", lambda s=system: compactor.compact(messages, budget=100, system=s), messages,
+              _compact_valid)
+
+
+def test_an_apibank_like_line_with_a_list_role_is_no_layout(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"role": ["User"], "text": "hi"}\n{"role": "AI", "text": "yo"}\n', encoding="utf-8")
+    with pytest.raises(SalienceError, match=r"x\.jsonl: not in a layout salience knows"):
+        load_transcripts(path)
