@@ -429,3 +429,21 @@ def test_langchain_unanswered_call_before_more_turns_is_refused() -> None:
         from_langchain([HumanMessage("go"), call, HumanMessage("well?")], id="t")
     assert from_langchain([HumanMessage("go"), call]).unanswered_calls() == ["c1"]
     assert len(from_langchain([HumanMessage("go"), call, ToolMessage("1", tool_call_id="c1")]).entries) == 3
+
+
+def test_five_megabyte_tool_output_at_a_small_budget_is_capped_and_restored_exactly() -> None:
+    """The issue's row: a 5 MB tool output with a 2,000-token budget fits (pins degrade, #14),
+    and the capped original comes back exactly from the archive and through restore."""
+    from salience.scorer.baselines import RecencyScorer
+    from salience.selector.compactor import Compactor
+
+    big = _big_output()
+    messages = [{"role": "system", "content": "You help."}, USER, CALL,
+                {"role": "tool", "tool_call_id": "c1", "content": big}]
+    snapshot = copy.deepcopy(messages)
+    result = Compactor(scorer=RecencyScorer()).compact(messages, budget=2_000)
+    assert result.tokens <= 2_000
+    assert "m3" in (*result.trimmed, *result.stubbed, *result.dropped)
+    assert result.archive["m3"].content == big
+    assert result.restore([*result.trimmed, *result.stubbed, *result.dropped]) == snapshot
+    assert messages == snapshot

@@ -165,7 +165,7 @@ def test_the_graph_covers_every_module_and_sees_known_edges() -> None:
 #: layer or a lower one (the cycle test alone would let a module import upward).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_version", "_threads"),
-    ("transcript", "tokens", "values", "tooltypes"),
+    ("transcript", "tokens", "values", "tooltypes", "limits"),
     ("messages",),
     ("datasets", "stats"),
     ("scorer",),
