@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from salience.errors import TranscriptError
 from salience.scorer import features as features_module
+from salience.scorer.baselines import RecencyScorer
 from salience.scorer.features import FeatureExtractor
 from salience.selector import options as options_module
 from salience.selector import run as run_module
@@ -506,3 +508,24 @@ def test_system_with_a_transcript_is_refused_on_every_call() -> None:
     session.compact(as_transcript(messages[:40]))
     with pytest.raises(ValueError, match="system= is only for Anthropic"):
         session.compact(as_transcript(messages[:41]), system="be brief")
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_session_refuses_a_turn_after_a_call_still_waiting(fmt: str) -> None:
+    """The appending path checks provider validity as the full path does."""
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}
+    waiting = [{"role": "system", "content": "You help."}, {"role": "user", "content": "Look it up."},
+               {"role": "assistant", "content": None, "tool_calls": [call]}]
+    then = [*waiting, {"role": "user", "content": "Well?"}]
+    if fmt == "anthropic":
+        t = Transcript.from_openai(waiting)
+        system = t.anthropic_system()
+        waiting = t.to_anthropic()
+        then = [*waiting, {"role": "user", "content": "Well?"}]
+        kwargs: dict[str, Any] = {"system": system}
+    else:
+        kwargs = {}
+    session = Compactor(scorer=RecencyScorer()).session(budget=10_000)
+    session.compact(waiting, **kwargs)
+    with pytest.raises(TranscriptError, match="c1"):
+        session.compact(then, **kwargs)

@@ -231,6 +231,11 @@ class CompactionSession:
                 tail.snaps.extend(e.meta[key]["message"] for e in read_entries)
             source = tail.source.extended(read_entries, tail.growth)
         entries, parents = source.entries, tail.growth.parents
+        # A call still waiting with a turn after it is a history providers refuse: the full
+        # path refuses it too (messages.validate.require_answered), naming the call.
+        for maker in tail.growth.open_calls.values():
+            if any(entries[j].role != "tool" for j in range(max(maker + 1, k), len(entries))):
+                return None
         caches.options.check(cfg)
         opts: list[EntryOptions] = []
         view = tail.tokens
