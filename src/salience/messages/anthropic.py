@@ -89,7 +89,7 @@ from salience.limits import Limits, check_count, check_size, check_value
 from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY
 from salience.messages._common import fail as _fail
 from salience.messages._common import short as _short
-from salience.messages.validate import require_answered
+from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, Query, ToolCall, Transcript, register_converter
 
 __all__ = ["KEY", "Reader", "from_anthropic", "render_appended", "source_messages", "system_of", "to_anthropic"]
@@ -166,9 +166,7 @@ the id of a tool_use block of an earlier assistant message (got 'x')
         entries.extend(reader.read(message, i))
         size += reader.size
         check_size(size, where=f"transcript {tid!r}", limits=limits, unit="bytes of JSON (about)")
-    transcript = Transcript(id=tid, entries=tuple(entries), domain=domain, queries=tuple(queries))
-    require_answered(transcript)
-    return transcript
+    return checked_transcript(entries, id=tid, size=size, limits=limits, domain=domain, queries=tuple(queries))
 
 
 def source_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:

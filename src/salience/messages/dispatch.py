@@ -51,8 +51,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
-from salience.limits import check_count, check_size, check_value
-from salience.messages.validate import require_answered
+from salience.limits import check_count, check_value
+from salience.messages.validate import checked_transcript, require_answered
 from salience.transcript import Entry, Transcript
 
 __all__ = [
@@ -280,10 +280,7 @@ def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Tra
             cache.remember(m, i, fmt, entry)
         entries.append(entry)
         size += entry.meta[key].get("size", 0)
-    check_size(size, where="transcript 'transcript'", unit="bytes of JSON (about)")
-    transcript = Transcript(id="transcript", entries=tuple(entries))
-    require_answered(transcript)
-    return transcript
+    return checked_transcript(entries, id="transcript", size=size)
 
 
 # -- both ways --------------------------------------------------------------------------------

@@ -66,9 +66,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     raise ImportError('salience.messages.langchain needs langchain-core: pip install "salience[langchain]"') from exc
 
 from salience.errors import TranscriptError, describe
-from salience.limits import Limits, check_count, check_size, check_value
+from salience.limits import Limits, check_count, check_value
 from salience.messages.openai import message_where
-from salience.messages.validate import require_answered
+from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, Query, ToolCall, Transcript
 
 __all__ = [
@@ -210,11 +210,8 @@ def from_langchain(
         )
     check_count(len(messages), where=f"transcript {id!r}", limits=limits)
     entries = [entry_from_langchain(m, i, transcript_id=id, limits=limits) for i, m in enumerate(messages)]
-    check_size(sum(e.meta[KEY]["size"] for e in entries), where=f"transcript {id!r}", limits=limits,
-               unit="bytes of JSON (about)")
-    transcript = Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
-    require_answered(transcript)
-    return transcript
+    return checked_transcript(entries, id=id, size=sum(e.meta[KEY]["size"] for e in entries), limits=limits,
+                              domain=domain, queries=tuple(queries))
 
 
 # -- writing --------------------------------------------------------------------------

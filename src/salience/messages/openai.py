@@ -73,11 +73,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from salience.errors import TranscriptError
-from salience.limits import Limits, check_count, check_size, check_value
+from salience.limits import Limits, check_count, check_value
 from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY
 from salience.messages._common import fail as _fail
 from salience.messages._common import short as _short
-from salience.messages.validate import require_answered
+from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, Query, ToolCall, Transcript, register_converter
 
 __all__ = ["KEY", "entry_from_openai", "entry_to_openai", "from_openai", "message_where", "to_openai"]
@@ -269,11 +269,8 @@ made by an earlier assistant entry (got 'c9', which no entry calls)
         )
     check_count(len(messages), where=f"transcript {id!r}", limits=limits)
     entries = [entry_from_openai(m, i, transcript_id=id, limits=limits) for i, m in enumerate(messages)]
-    check_size(sum(e.meta[KEY]["size"] for e in entries), where=f"transcript {id!r}", limits=limits,
-               unit="bytes of JSON (about)")
-    transcript = Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
-    require_answered(transcript)
-    return transcript
+    return checked_transcript(entries, id=id, size=sum(e.meta[KEY]["size"] for e in entries), limits=limits,
+                              domain=domain, queries=tuple(queries))
 
 
 # -- rendering ---------------------------------------------------------------

@@ -65,14 +65,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
 from salience.errors import ParameterError, TranscriptError, describe
+from salience.limits import Limits, check_size
+from salience.transcript import Entry, Query, Transcript
 
-if TYPE_CHECKING:
-    from salience.transcript import Transcript
-
-__all__ = ["ANTHROPIC_ID", "check_anthropic", "check_openai", "pending_calls", "require_answered", "unanswered_before"]
+__all__ = [
+    "ANTHROPIC_ID",
+    "check_anthropic",
+    "check_openai",
+    "checked_transcript",
+    "pending_calls",
+    "require_answered",
+    "unanswered_before",
+]
 
 #: What Anthropic accepts as a ``tool_use`` id.
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -526,3 +533,22 @@ def pending_calls(messages: Sequence[Mapping[str, Any]], *, format: str = "opena
         return []
     return [c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)
             and c["id"] not in answered]
+
+
+def checked_transcript(
+    entries: Sequence[Entry],
+    *,
+    id: str,
+    size: int,
+    limits: Limits | None = None,
+    domain: str | None = None,
+    queries: Sequence[Query] = (),
+) -> Transcript:
+    """The transcript the message readers return for ``entries``, read from messages of
+    about ``size`` bytes of JSON: refused past ``limits.max_bytes``
+    (:func:`salience.limits.check_size`) and where a provider would refuse its tool
+    calls (:func:`require_answered`). One rule for every reader."""
+    check_size(size, where=f"transcript {id!r}", limits=limits, unit="bytes of JSON (about)")
+    transcript = Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
+    require_answered(transcript)
+    return transcript
