@@ -117,6 +117,8 @@ class Run:
         self._available: np.ndarray | None = None
         self._cover: np.ndarray | None = None  # (n, 4): share of values each form keeps, -1 if none
         self._scores: dict[str | None, np.ndarray] = {}
+        self._system: np.ndarray | None = None
+        self._edits: np.ndarray | None = None
 
     # -- renderings -----------------------------------------------------------
     def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
@@ -169,14 +171,24 @@ class Run:
             pins[max(0, self.n - cfg.pin_last):] = True
         return pins
 
-    def edit_actions(self, policy: PhasePolicy) -> np.ndarray:
-        """Assistant entries with a call to a state-changing tool (:attr:`ToolType.EDIT`)."""
-        return np.array([e.role == "assistant" and any(tool_type(c.name, policy.tool_types) is ToolType.EDIT
-                                                        for c in e.tool_calls)
-                         for e in self.source.entries], dtype=bool).reshape(self.n)
+    def edit_actions(self) -> np.ndarray:
+        """Assistant entries with a call to a state-changing tool (:attr:`ToolType.EDIT`, the
+        run's policy's ``tool_types`` honoured), worked out once per run (a session's
+        compaction asks for every goal it tries)."""
+        if self._edits is None:
+            types = self.policy().tool_types
+            self._edits = np.array([e.role == "assistant" and any(tool_type(c.name, types) is ToolType.EDIT
+                                                                   for c in e.tool_calls)
+                                    for e in self.source.entries], dtype=bool).reshape(self.n)
+            self._edits.setflags(write=False)
+        return self._edits
 
     def system_mask(self) -> np.ndarray:
-        return np.array([e.role == "system" for e in self.source.entries], dtype=bool).reshape(self.n)
+        """System entries (worked out once per run)."""
+        if self._system is None:
+            self._system = np.array([e.role == "system" for e in self.source.entries], dtype=bool).reshape(self.n)
+            self._system.setflags(write=False)
+        return self._system
 
     def policy(self) -> PhasePolicy:
         return self.cfg.policy if self.cfg.policy is not None else PhasePolicy.for_domain(self.source.domain)
@@ -261,7 +273,7 @@ class Run:
         # The agent's own state-changing actions (an edit, a booking, a cancellation) are
         # what a reader needs to know was done, and cost little: every form that keeps
         # the call is worth ACTION_WORTH more (the call stays whole in each of them).
-        values[self.edit_actions(policy), :_DROP] += ACTION_WORTH
+        values[self.edit_actions(), :_DROP] += ACTION_WORTH
         values[:, _DROP] = 0.0
         if soft.any():
             values = values + _pin_worth(values, soft)
