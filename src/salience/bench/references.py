@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,20 +175,29 @@ class _Number(str):
     __slots__ = ()
 
 
-def _leaf_values(obj: Any, out: dict[str, None]) -> None:
+def _leaves(obj: Any) -> Iterator[Any]:
+    """The values of a parsed JSON document that are neither objects nor arrays, at any
+    depth, in order. (Deliberately not :func:`salience.values.call_values`: the
+    independent definition shares no code with the labels it checks.)"""
     if isinstance(obj, dict):
         for value in obj.values():
-            _leaf_values(value, out)
+            yield from _leaves(value)
     elif isinstance(obj, list):
         for value in obj:
-            _leaf_values(value, out)
-    elif isinstance(obj, _Number):
-        if sum(ch.isdigit() for ch in obj) >= 3:
-            out.setdefault(str(obj), None)
-    elif isinstance(obj, str):
-        s = obj.strip()
-        if len(s) >= 3:
-            out.setdefault(s, None)
+            yield from _leaves(value)
+    else:
+        yield obj
+
+
+def _leaf_values(obj: Any, out: dict[str, None]) -> None:
+    for leaf in _leaves(obj):
+        if isinstance(leaf, _Number):
+            if sum(ch.isdigit() for ch in leaf) >= 3:
+                out.setdefault(str(leaf), None)
+        elif isinstance(leaf, str):
+            s = leaf.strip()
+            if len(s) >= 3:
+                out.setdefault(s, None)
 
 
 def reference_strings(arguments: str) -> list[str]:
@@ -299,14 +308,7 @@ def is_observation(message: Message) -> bool:
 
 
 def _strings(obj: Any, out: list[str]) -> None:
-    if isinstance(obj, dict):
-        for value in obj.values():
-            _strings(value, out)
-    elif isinstance(obj, list):
-        for value in obj:
-            _strings(value, out)
-    elif isinstance(obj, str):
-        out.append(obj)
+    out.extend(leaf for leaf in _leaves(obj) if isinstance(leaf, str))
 
 
 def _action_text(message: Message) -> str:
