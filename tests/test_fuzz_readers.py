@@ -120,14 +120,19 @@ FIELDS = st.sampled_from(["role", "content", "tool_calls", "tool_call_id", "name
                           "function", "arguments", "text", "type", "extra"])
 
 
+#: The fields of Responses API items.
+RESPONSES_FIELDS = st.sampled_from(["type", "role", "content", "call_id", "output", "arguments", "name", "summary",
+                                    "id", "text", "status", "extra"])
+
+
 @st.composite
-def mutations(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+def mutations(draw: st.DrawFn, fields: st.SearchStrategy[str] = FIELDS) -> list[tuple[Any, ...]]:
     """A short list of edits, each ``(kind, ...)`` with positions as fractions (the list's length varies)."""
     ops = []
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         kind = draw(st.sampled_from(["drop", "duplicate", "swap", "field", "deep-field", "same-id", "truncate",
                                      "wrap", "call-id"]))
-        ops.append((kind, draw(st.floats(0, 1)), draw(st.floats(0, 1)), draw(FIELDS), draw(ODD_VALUES)))
+        ops.append((kind, draw(st.floats(0, 1)), draw(st.floats(0, 1)), draw(fields), draw(ODD_VALUES)))
     return ops
 
 
@@ -154,8 +159,9 @@ def _deep_set(value: Any, fraction: float, key: str, new: Any) -> None:
         target[_pick(len(target), fraction)] = new
 
 
-def mutate(messages: list[Any], ops: list[tuple[Any, ...]]) -> list[Any]:
-    """``messages`` (deep-copied) with ``ops`` applied."""
+def mutate(messages: list[Any], ops: list[tuple[Any, ...]], call_keys: tuple[str, str] = ("tool_call_id",
+                                                                                          "tool_use_id")) -> list[Any]:
+    """``messages`` (deep-copied) with ``ops`` applied; ``call-id`` edits set one of ``call_keys``."""
     out = copy.deepcopy(messages)
     for kind, a, b, key, value in ops:
         if not out:
@@ -179,7 +185,7 @@ def mutate(messages: list[Any], ops: list[tuple[Any, ...]]) -> list[Any]:
         elif kind == "wrap":
             out[i] = copy.deepcopy(value) if b < 0.5 else [out[i]]
         elif kind == "call-id":
-            _deep_set(out[i], b, "tool_call_id" if a < 0.5 else "tool_use_id", "shared-id")
+            _deep_set(out[i], b, call_keys[0] if a < 0.5 else call_keys[1], "shared-id")
     return out
 
 
@@ -232,8 +238,10 @@ def _pairing_problems(transcript: Transcript) -> list[str]:
     return [p for p in problems if "tool call" in p or "answers call" in p]
 
 
-def check(reader: str, run: Callable[[], Any], inputs: Any, valid: Callable[[Any], list[str]] | None = None) -> None:
-    """Run one case of ``reader`` and hold it to the property (module doc); count what happened."""
+def check(reader: str, run: Callable[[], Any], inputs: Any, valid: Callable[[Any], list[str]] | None = None,
+          where: re.Pattern[str] = WHERE) -> None:
+    """Run one case of ``reader`` and hold it to the property (module doc); count what happened.
+    ``where``: what a refusal's message must contain."""
     counts = COUNTS.setdefault(reader, Counter())
     counts["cases"] += 1
     before = fingerprint(inputs)
@@ -247,7 +255,7 @@ def check(reader: str, run: Callable[[], Any], inputs: Any, valid: Callable[[Any
     except SalienceError as exc:
         counts["refused"] += 1
         message = str(exc)
-        assert message.strip() and WHERE.search(message), f"{reader}: an error that does not say where: {message!r}"
+        assert message.strip() and where.search(message), f"{reader}: an error that does not say where: {message!r}"
     except Exception as exc:
         counts["internal"] += 1
         raise AssertionError(f"{reader}: internal error {type(exc).__name__}: {exc}") from exc
@@ -430,6 +438,202 @@ def test_fuzz_every_data_set_loader(layout_file: Path, tmp_path: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(raw)
         check(name, _load_file(out), raw)
+
+    case()
+
+
+# --------------------------------------------------------------------------
+# OpenAI Responses API items
+# --------------------------------------------------------------------------
+
+
+def _responses_seed(transcript: Transcript) -> list[Any]:
+    """``transcript`` as Responses items, with what real input has beside messages and calls:
+    easy-form messages, content parts, reasoning before the calls, parallel calls, a hosted call."""
+    from salience.messages.responses import to_responses
+
+    out: list[Any] = []
+    for n, item in enumerate(to_responses(transcript)):
+        if item.get("type") == "function_call":
+            out.append({"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text",
+                                                                          "text": f"step {n}"}],
+                        "encrypted_content": "opaque"})
+        elif item.get("type") == "message" and item.get("role") == "user" and n % 2:
+            item = {"role": "user", "content": [{"type": "input_text", "text": item["content"]}]}
+        out.append(item)
+    out.insert(min(2, len(out)), {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                                  "action": {"type": "search", "query": "HAT136 delays"}})
+    # two calls made together, then both outputs
+    out += [{"type": "function_call", "call_id": "par_a", "name": "get", "arguments": '{"k": "A1"}'},
+            {"type": "function_call", "call_id": "par_b", "name": "get", "arguments": '{"k": "B2"}'},
+            {"type": "function_call_output", "call_id": "par_a", "output": [{"type": "input_text", "text": "A1 ok"}]},
+            {"type": "function_call_output", "call_id": "par_b", "output": "B2 ok"},
+            {"role": "user", "content": "and now?"}]
+    return out
+
+
+RESPONSES_SEEDS = [_responses_seed(t) for t in SEEDS]
+_CALL_PROBLEM = re.compile(r"call_id|answered|no call before")
+
+
+def _responses_valid(result: Any) -> list[str]:
+    """A read transcript: pairs as the providers want, gives its items back exactly, and those items
+    pass :func:`check_responses` as far as calls go."""
+    from salience.messages.responses import check_responses, to_responses
+
+    items = to_responses(result)
+    return _pairing_problems(result) + [p for p in check_responses(items, allow_pending=True)
+                                        if _CALL_PROBLEM.search(p)]
+
+
+@FUZZ
+@given(seed=st.sampled_from(range(len(RESPONSES_SEEDS))), ops=mutations(RESPONSES_FIELDS))
+def test_fuzz_from_responses(seed: int, ops: list[tuple[Any, ...]]) -> None:
+    from salience.messages.responses import from_responses, to_responses
+
+    items = mutate(RESPONSES_SEEDS[seed], ops, call_keys=("call_id", "call_id"))
+
+    def run() -> Any:
+        transcript = from_responses(items, id="fuzz")
+        assert fingerprint(to_responses(transcript)) == fingerprint(items), "not given back exactly"
+        return transcript
+
+    check("from_responses", run, items, _responses_valid)
+
+
+@FUZZ
+@given(seed=st.sampled_from(range(len(RESPONSES_SEEDS))), ops=mutations(RESPONSES_FIELDS),
+       budget=st.integers(min_value=1, max_value=5_000))
+def test_fuzz_compact_responses(compactor: Any, seed: int, ops: list[tuple[Any, ...]], budget: int) -> None:
+    from salience.messages.responses import check_responses
+
+    items = mutate(RESPONSES_SEEDS[seed], ops, call_keys=("call_id", "call_id"))
+
+    def valid(result: Any) -> list[str]:
+        return _compact_valid(result) + [p for p in check_responses(result.messages, allow_pending=True)
+                                         if _CALL_PROBLEM.search(p)]
+
+    check("Compactor.compact (responses)", lambda: compactor.compact(items, budget=budget, format="responses"),
+          items, valid)
+
+
+# --------------------------------------------------------------------------
+# the proxy: request bodies, through the real Starlette app, to a fake upstream
+# --------------------------------------------------------------------------
+
+#: The proxy's limits in the fuzz: a 1 MB body, so that huge strings reach the size limit too.
+PROXY_LIMIT_BYTES = 1_000_000
+#: What a proxy's refusal must contain to say where.
+PROXY_WHERE = re.compile(WHERE.pattern + r"|request body|item|byte|budget", re.IGNORECASE)
+PROXY_PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses"}
+
+
+class FakeUpstream:
+    """The network edge: an ``httpx.MockTransport`` handler that records each request and answers 200."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, bytes]] = []
+
+    def __call__(self, request: Any) -> Any:
+        import httpx
+
+        self.received.append((request.url.path, request.content))
+        if len(self.received) > 100_000:
+            raise RuntimeError("the fake upstream got more requests than the fuzz makes")
+        return httpx.Response(200, json={"id": "r1", "object": "chat.completion", "choices": []})
+
+
+@pytest.fixture(scope="module")
+def proxy_client() -> Iterator[tuple[Any, FakeUpstream]]:
+    pytest.importorskip("starlette")
+    import httpx
+    from starlette.testclient import TestClient
+
+    from salience.adapters.proxy import ProxyConfig, build_app
+    from salience.limits import Limits
+    from salience.scorer.baselines import RecencyScorer
+    from salience.selector.compactor import Compactor
+
+    upstream = FakeUpstream()
+    config = ProxyConfig(upstream="http://upstream.test", compactor=Compactor(scorer=RecencyScorer()), budget=400,
+                         transport=httpx.MockTransport(upstream), limits=Limits(max_bytes=PROXY_LIMIT_BYTES),
+                         timeout=30)
+    with TestClient(build_app(config), raise_server_exceptions=False) as client:
+        yield client, upstream
+
+
+def _strict_json(data: bytes) -> Any:
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} forwarded")
+
+    return json.loads(data, parse_constant=refuse)
+
+
+def _forwarded_problems(endpoint: str, sent: bytes) -> list[str]:
+    """What the provider would refuse in a body the proxy forwarded."""
+    from salience.messages.responses import check_responses
+    from salience.messages.validate import check_anthropic
+
+    body = _strict_json(sent)
+    if endpoint == "chat":
+        return check_openai(body["messages"])
+    if endpoint == "messages":
+        return check_anthropic(body["messages"], system=body.get("system"), alternation=False)
+    return check_responses(body["input"]) if isinstance(body["input"], list) else []
+
+
+def _proxy_body(endpoint: str, seed: int, ops: list[tuple[Any, ...]]) -> dict[str, Any]:
+    if endpoint == "chat":
+        return {"model": "gpt-4o", "messages": mutate(OPENAI_SEEDS[seed], ops)}
+    if endpoint == "messages":
+        base, system = ANTHROPIC_SEEDS[seed]
+        body: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": mutate(base, ops)}
+        if system is not None:
+            body["system"] = system
+        return body
+    items = mutate(RESPONSES_SEEDS[seed], ops, call_keys=("call_id", "call_id"))
+    return {"model": "gpt-4o", "instructions": "You are a booking agent.", "input": items}
+
+
+BODY_FIELDS = st.sampled_from(["model", "messages", "input", "system", "instructions", "stream", "tools"])
+
+
+@pytest.mark.parametrize("endpoint", sorted(PROXY_PATHS))
+def test_fuzz_proxy(proxy_client: tuple[Any, FakeUpstream], endpoint: str) -> None:
+    client, upstream = proxy_client
+
+    @settings(FUZZ, max_examples=max(10, EXAMPLES // 2))
+    @given(seed=st.sampled_from(range(len(OPENAI_SEEDS))),
+           ops=mutations(RESPONSES_FIELDS if endpoint == "responses" else FIELDS),
+           top=st.one_of(st.none(), st.tuples(BODY_FIELDS, ODD_VALUES)), byte_ops=BYTE_OPS,
+           budget=st.one_of(st.none(), st.sampled_from(["300", "50%", "0", "-1", "lots", "1" * 30])))
+    def case(seed: int, ops: list[tuple[Any, ...]], top: tuple[str, Any] | None, byte_ops: list[tuple[str, float]],
+             budget: str | None) -> None:
+        body = _proxy_body(endpoint, seed, ops)
+        if top is not None:
+            body[top[0]] = top[1]
+        raw = mutate_bytes(_json_text(body).encode(), byte_ops)
+        headers = {"content-type": "application/json", "authorization": "Bearer sk-fuzz"}
+        if budget is not None:
+            headers["x-salience-budget"] = budget
+
+        def run() -> Any:
+            before = len(upstream.received)
+            response = client.post(PROXY_PATHS[endpoint], content=raw, headers=headers)
+            forwarded = upstream.received[before:]
+            if response.status_code == 200:
+                assert len(forwarded) == 1, f"{len(forwarded)} requests upstream for one"
+                path, sent = forwarded[0]
+                assert path == PROXY_PATHS[endpoint]
+                return sent
+            if response.status_code in (400, 413):
+                assert not forwarded, "a refused body was forwarded"
+                error = response.json()["error"]
+                raise SalienceError(f"{response.status_code}: {error['message']}")
+            raise RuntimeError(f"the proxy answered {response.status_code}: {response.text[:300]}")
+
+        check(f"proxy {PROXY_PATHS[endpoint]}", run, raw, lambda sent: _forwarded_problems(endpoint, sent),
+              where=PROXY_WHERE)
 
     case()
 

@@ -356,3 +356,115 @@ def test_command_line(argv, code, text, capsys):
     assert main(argv) == code
     captured = capsys.readouterr()
     assert text in captured.out + captured.err
+
+
+# -- bad bodies, through the app in process (starlette's TestClient) to a recording fake upstream --------
+
+
+class Recorder:
+    """The network edge as an ``httpx.MockTransport`` handler: records each request, answers 200."""
+
+    def __init__(self) -> None:
+        self.bodies: list[Any] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.bodies.append(json.loads(request.content))
+        assert len(self.bodies) < MAX_REQUESTS
+        return httpx.Response(200, json={"id": "r1", "object": "chat.completion", "choices": []})
+
+
+@pytest.fixture
+def limited_proxy() -> Iterator[tuple[Any, Recorder]]:
+    from starlette.testclient import TestClient
+
+    from salience.limits import Limits
+
+    recorder = Recorder()
+    compactor = Compactor(scorer=Flat(), budget=BUDGET, counter=words, pin_last=2, max_entry_tokens=None)
+    config = ProxyConfig(upstream="http://upstream.test", compactor=compactor, transport=httpx.MockTransport(recorder),
+                         limits=Limits(max_depth=16, max_bytes=50_000, max_entries=30))
+    with TestClient(build_app(config), raise_server_exceptions=False) as client:
+        yield client, recorder
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+USER = '{"role": "user", "content": "hi"}'
+
+
+@pytest.mark.parametrize("path, raw, status, text", [
+    ("/v1/chat/completions", '{"model": "m", "messages": [' + USER + ', {"role": "user", "content": '
+     + _deep(5_000) + '}]}', 400, "line 1, column 105: nested 17 deep, deeper than the limit max_depth=16"),
+    ("/v1/messages", '{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": '
+     + _deep(40) + '}]}', 400, "nested 17 deep, deeper than the limit max_depth=16"),
+    ("/v1/chat/completions", '{"model": "m", "messages": [{"role": "user", "content": "' + "x" * 60_000 + '"}]}',
+     413, "request body (content-length): 60,061 bytes, more than the limit max_bytes=50,000"),
+    ("/v1/chat/completions", '{"model": "m", "messages": [' + ", ".join([USER] * 31) + "]}", 400,
+     "31 messages, more than the limit max_entries=30"),
+    ("/v1/responses", '{"model": "m", "input": [' + ", ".join([USER] * 31) + "]}", 400,
+     "31 items, more than the limit max_entries=30"),
+    ("/v1/chat/completions", '{"model": "m", "messages": [{"role": "user", "content": "hi", "x": NaN}]}', 400,
+     "line 1, column 68: NaN is not a JSON value"),
+    ("/v1/chat/completions", '{"model": "m", "messages": [' + USER + ",]}", 400,
+     "request body: not valid JSON: line 1, column 63: Expecting value"),
+    ("/v1/chat/completions", '{"model": "m", "messages": [{"role": "user", "content": "\xff"}]}', 400,
+     "request body: not UTF-8 text (at byte offset 57: invalid start byte)"),
+    ("/v1/models/anything", "x" * 60_000, 413, "more than the limit max_bytes=50,000"),
+], ids=["deep-chat", "deep-anthropic", "too-large", "too-many-messages", "too-many-items", "nan", "trailing-comma",
+        "not-utf8", "passthrough-too-large"])
+def test_bad_bodies_get_a_4xx_naming_where_and_are_not_forwarded(limited_proxy, path, raw, status, text):
+    client, recorder = limited_proxy
+    content = raw.encode("latin-1") if "\xff" in raw else raw.encode()
+    response = client.post(path, content=content, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert text in error["message"]
+    assert recorder.bodies == []
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("path, body, text", [
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "go"},
+                                                         {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                                                         {"role": "user", "content": "well?"}]},
+     "message 1 (id 'm1', assistant): tool call 'c1' is not answered before message 2"),
+    ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "go"},
+                                                         {"role": "assistant", "content": None, "tool_calls": [CALL]}]},
+     "the provider would refuse this history: message 1 (assistant): tool call 'c1' is not answered"),
+    ("/v1/messages", {"model": "m", "max_tokens": 5, "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "text", "text": "well?"}]}]}, "'t1'"),
+    ("/v1/responses", {"model": "m", "input": [
+        {"role": "user", "content": "go"}, {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"role": "user", "content": "well?"}]}, "tool call 'c1' is not answered before"),
+    ("/v1/responses", {"model": "m", "input": [{"type": "function_call_output", "call_id": "c9", "output": "x"}]},
+     "item 0: field 'call_id': function_call_output answers call_id 'c9', which no earlier call has"),
+], ids=["chat-unanswered", "chat-pending", "anthropic-unanswered", "responses-unanswered", "responses-orphan"])
+def test_histories_the_provider_would_refuse_get_a_400(limited_proxy, path, body, text):
+    client, recorder = limited_proxy
+    response = client.post(path, json=body)
+    assert response.status_code == 400, response.text
+    assert text in response.json()["error"]["message"]
+    assert recorder.bodies == []
+
+
+def test_lone_surrogates_and_parallel_responses_calls_are_forwarded(limited_proxy):
+    client, recorder = limited_proxy
+    raw = b'{"model": "m", "messages": [{"role": "user", "content": "lone \\udc80 surrogate"}]}'
+    assert client.post("/v1/chat/completions", content=raw,
+                       headers={"content-type": "application/json"}).status_code == 200
+    assert recorder.bodies[-1]["messages"][0]["content"] == "lone \udc80 surrogate"  # as \u escapes, not a 500
+    items = [{"role": "user", "content": "go"},
+             {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+             {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "a", "output": "A"},
+             {"type": "function_call_output", "call_id": "b", "output": "B"},
+             {"role": "user", "content": "and?"}]
+    response = client.post("/v1/responses", json={"model": "m", "input": items})
+    assert response.status_code == 200, response.text
+    assert recorder.bodies[-1]["input"] == items

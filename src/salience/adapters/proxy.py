@@ -26,9 +26,16 @@ Rules:
 * **Pass-through**: the response (plain or SSE stream) comes back byte for byte with the
   upstream's status and headers (hop-by-hop ones aside); request headers are forwarded
   (``authorization``, ``x-api-key``, ``anthropic-version``...) but never logged.
-* **Bad input**: a body that is not JSON, or a field of the wrong shape, gets a 400 whose
-  error names the field (in the provider's error shape), never a forward; an upstream
-  that cannot be reached gets a 502.
+* **Bad input**: a body is read no further than ``limits.max_bytes`` and parsed within
+  the other :mod:`salience.limits` (``ProxyConfig.limits``; ``salience proxy --max-depth
+  --max-bytes --max-entries``). A body larger than the limit gets a 413; one that is not
+  UTF-8, not standard JSON (``NaN`` and ``Infinity`` included: the providers refuse them),
+  nested deeper or with more messages than the limits, a field of the wrong shape, or a
+  history the provider would refuse (:mod:`salience.messages.validate`,
+  :func:`~salience.messages.responses.check_responses`: an unanswered call, a result
+  before its call...) gets a 400. The error (in the provider's error shape) names where:
+  the line and column, the field, the message or item; it is never forwarded, and never
+  a 500. An upstream that cannot be reached gets a 502.
 * **Logs**: one line per request (endpoint, status, tokens, milliseconds); nothing of
   the prompt unless ``log_content``.
 
@@ -59,8 +66,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('salience proxy needs starlette, uvicorn and httpx: pip install "salience[proxy]"') from exc
 
-from salience.errors import BudgetError, ParameterError, SalienceError, TranscriptError, describe
-from salience.messages.responses import from_responses, to_responses
+from salience.errors import BudgetError, LimitError, ParameterError, SalienceError, TranscriptError, describe
+from salience.limits import Limits, check_size, current, limited, loads
+from salience.messages.responses import check_responses, from_responses, to_responses
+from salience.messages.validate import check_anthropic, check_openai
 from salience.transcript import Entry, Transcript
 
 if TYPE_CHECKING:
@@ -118,6 +127,8 @@ class ProxyConfig:
     ``upstream``: base URL of the API (``https://api.openai.com``, ``https://api.anthropic.com``;
     a trailing ``/v1`` is fine). ``budget`` tokens or ``budget_share`` of ``window`` (None:
     by model name). ``transport``: an ``httpx`` transport (tests: ``httpx.MockTransport``).
+    ``limits``: the bounds on a request body (:mod:`salience.limits`; default: the limits in
+    force where the config is made, :func:`salience.limits.current`).
     """
 
     upstream: str
@@ -129,6 +140,7 @@ class ProxyConfig:
     log_content: bool = False
     max_sessions: int = 1024
     transport: Any = None
+    limits: Limits = field(default_factory=current)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -230,7 +242,7 @@ class _Proxy:
     def compact_body(self, endpoint: str, body: dict[str, Any], key: Any, budget: int) -> tuple[dict[str, Any],
                                                                                                  Compaction | None]:
         session, lock = self.session_for(key, budget)
-        with lock:
+        with lock, limited(self.config.limits):
             if endpoint == "chat":
                 result = session.compact(body["messages"], format="openai")
                 return {**body, "messages": result.messages}, result
@@ -300,10 +312,71 @@ def _check_body(endpoint: str, body: Any) -> None:
 def _error(endpoint: str, status: int, message: str, param: str | None = None) -> JSONResponse:
     """An error in the provider's own shape."""
     if endpoint == "messages":
-        kind = "invalid_request_error" if status == 400 else "api_error"
+        kind = {400: "invalid_request_error", 413: "request_too_large"}.get(status, "api_error")
         return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error" if status == 400 else
-                                   "proxy_error", "param": param, "code": None}}, status_code=status)
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error" if status in (400, 413)
+                                   else "proxy_error", "param": param, "code": None}}, status_code=status)
+
+
+class _BodyError(Exception):
+    """A request body refused before it is compacted: status, message, param."""
+
+    def __init__(self, status: int, message: str, param: str | None = "body") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+
+async def _read_body(request: Request, limits: Limits) -> bytes:
+    """The request body, read no further than ``limits.max_bytes`` (a 413 past it)."""
+    maximum = limits.max_bytes
+    declared = request.headers.get("content-length", "")
+    try:
+        if declared.strip().isdigit():
+            check_size(int(declared), where="request body (content-length)", limits=limits)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > maximum:
+                check_size(size, where="request body", limits=limits, unit="bytes or more")
+            chunks.append(chunk)
+    except LimitError as exc:
+        raise _BodyError(413, str(exc)) from None
+    return b"".join(chunks)
+
+
+def _parse_body(raw: bytes, limits: Limits) -> Any:
+    """The JSON value of ``raw``: strict UTF-8, standard JSON (no NaN or Infinity), within ``limits``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _BodyError(400, f"request body: not UTF-8 text (at byte offset {exc.start}: {exc.reason})") from None
+    try:
+        return loads(text, where="request body", limits=limits, strict=True)
+    except LimitError as exc:
+        raise _BodyError(413 if exc.limit == "max_bytes" else 400, str(exc)) from None
+    except SalienceError as exc:
+        raise _BodyError(400, str(exc)) from None
+
+
+def _provider_problems(endpoint: str, body: dict[str, Any]) -> list[str]:
+    """What the provider would refuse in ``body``'s history (:mod:`salience.messages.validate`)."""
+    if endpoint == "chat":
+        return check_openai(body["messages"])
+    if endpoint == "messages":
+        return check_anthropic(body["messages"], system=body.get("system"), alternation=False)
+    items = body["input"]
+    return check_responses(items) if isinstance(items, list) else []
+
+
+def _encode(body: Any) -> bytes:
+    """``body`` as UTF-8 JSON; ``\\u`` escapes where a string holds a lone surrogate (UTF-8 has none)."""
+    try:
+        return json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, ensure_ascii=True).encode()
 
 
 def _forward_headers(request: Request) -> dict[str, str]:
@@ -353,12 +426,13 @@ def build_app(config: ProxyConfig) -> Starlette:
     def handler(endpoint: str, path: str) -> Any:
         async def handle(request: Request) -> Response:
             started = time.perf_counter()
-            raw = await request.body()
             try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raw = await _read_body(request, config.limits)
+                body = _parse_body(raw, config.limits)
+            except _BodyError as exc:
                 proxy.metrics.record(endpoint, error=True)
-                return _error(endpoint, 400, f"salience proxy: the request body is not JSON ({exc})", "body")
+                return _error(endpoint, exc.status, f"salience proxy: {exc.message}", exc.param)
+            original = body
             try:
                 _check_body(endpoint, body)
                 budget = proxy.budget_for(request, body.get("model"))
@@ -373,6 +447,17 @@ def build_app(config: ProxyConfig) -> Starlette:
                                                                       budget)
                     except BudgetError as exc:  # the system prompt alone is over: sent as it came
                         log.warning("%s: over budget, forwarded uncompacted (%s)", path, exc.budget)
+                problems = _provider_problems(endpoint, original)
+                if problems:
+                    raise ProxyError(f"the provider would refuse this history: {problems[0]}"
+                                     + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                                     param="input" if endpoint == "responses" else "messages")
+                if result is not None and _provider_problems(endpoint, body):  # pragma: no cover - a bug
+                    log.warning("%s: the compacted request would be refused; forwarded uncompacted", path)
+                    body, result = original, None
+            except LimitError as exc:
+                proxy.metrics.record(endpoint, error=True)
+                return _error(endpoint, 413 if exc.limit == "max_bytes" else 400, f"salience proxy: {exc}", None)
             except TranscriptError as exc:
                 proxy.metrics.record(endpoint, error=True)
                 return _error(endpoint, 400, f"salience proxy: {exc}", None)
@@ -382,7 +467,7 @@ def build_app(config: ProxyConfig) -> Starlette:
             except SalienceError as exc:
                 proxy.metrics.record(endpoint, error=True)
                 return _error(endpoint, 400, f"salience proxy: {exc}", None)
-            content = json.dumps(body, ensure_ascii=False).encode() if result is not None else raw
+            content = _encode(body) if result is not None else raw
             ms = (time.perf_counter() - started) * 1000
             tokens_in = result.source_tokens if result is not None else 0
             tokens_out = result.tokens if result is not None else 0
@@ -399,7 +484,12 @@ def build_app(config: ProxyConfig) -> Starlette:
         return handle
 
     async def passthrough(request: Request) -> Response:
-        return await send(request, request.url.path, await request.body())
+        try:
+            raw = await _read_body(request, config.limits)
+        except _BodyError as exc:
+            endpoint = "messages" if request.url.path.startswith("/v1/messages") else "chat"
+            return _error(endpoint, exc.status, f"salience proxy: {exc.message}", exc.param)
+        return await send(request, request.url.path, raw)
 
     async def metrics(request: Request) -> Response:
         return JSONResponse(proxy.metrics.as_dict())

@@ -51,8 +51,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
-from salience.limits import check_count, check_value
-from salience.messages.validate import checked_transcript, require_answered
+from salience.limits import check_count
+from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, Transcript
 
 __all__ = [
@@ -330,12 +330,7 @@ def to_transcript(
         if system is not None:
             raise ParameterError("system= is only for Anthropic messages; Responses input carries its instructions "
                              "as a system or developer message item")
-        # the Responses reader deep-copies each item: bound them first (salience.limits)
-        check_count(len(messages), where="transcript 'transcript'", what="items")
-        for i, item in enumerate(messages):
-            check_value(item, where=f"transcript 'transcript', item {i}")
-        source = from_responses(messages)
-        require_answered(source)
+        source = from_responses(messages)  # bounded (salience.limits) and checked (require_answered) there
     else:
         source = Transcript.from_anthropic(messages, system=system)
     return source, format or fmt

@@ -7,8 +7,10 @@ takes a list of items instead of chat messages. Read per item:
   without ``type``): role ``system``/``developer`` (system), ``user``, ``assistant``;
   content a string or a list of parts, whose ``input_text``, ``output_text``, ``text``
   and ``refusal`` parts are its text (others, images and files, are kept, not counted);
-* ``function_call`` (``call_id``, ``name``, ``arguments``): an assistant entry with one
-  :class:`~salience.transcript.ToolCall` whose id is the ``call_id``;
+* ``function_call`` (``call_id``, ``name``, ``arguments``): an assistant entry with a
+  :class:`~salience.transcript.ToolCall` whose id is the ``call_id``; consecutive calls
+  (parallel calls, with any reasoning items among them) make one entry with one
+  ToolCall each, as a Chat Completions message with several ``tool_calls`` does;
 * ``function_call_output`` (``call_id``, ``output``): a tool entry answering that call;
 * other ``*_call`` items with a ``call_id`` (``custom_tool_call``, ``computer_call``,
   ``local_shell_call``...) and their ``*_call_output``: a call and its result, paired the
@@ -28,6 +30,15 @@ entry changed becomes an assistant message with the new text.
 Validity (:func:`check_responses`): every ``function_call_output`` (and other call
 output) follows its call, once; every call is answered (unless pending calls are
 allowed); every reasoning item has an item after it.
+
+Reading refuses (a :class:`~salience.errors.TranscriptError` naming the item and the
+field) what the API or the compactor cannot take: an item that is not a mapping, a
+field of the wrong type, a call output with no call before it, and a call whose
+output does not come before the next message or other item (the rule of
+:func:`salience.messages.validate.require_answered`: the compactor keeps a call group
+and its outputs together; the calls of the last call group may still be waiting). It
+is bounded by :mod:`salience.limits` (items, and each item's depth and size) before
+anything walks the items.
 
 >>> items = [
 ...     {"role": "user", "content": "Find ZFA04Y"},
@@ -50,7 +61,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from salience.errors import TranscriptError
+from salience.limits import Limits, check_count, check_size, check_value
 from salience.messages._common import short
+from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, ToolCall, Transcript
 
 __all__ = [
@@ -98,6 +111,17 @@ def _kind(item: Mapping[str, Any]) -> str:
     return kind if isinstance(kind, str) else ""
 
 
+def _is_call(kind: str, item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` (of type ``kind``) is a call the input must answer: a ``*_call`` with a ``call_id``."""
+    call_id = item.get("call_id")
+    return kind.endswith("_call") and isinstance(call_id, str) and bool(call_id)
+
+
+def _is_text_part(part: Any) -> bool:
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    return isinstance(kind, str) and kind in _TEXT_PARTS
+
+
 def _parts_text(content: Any, where: str) -> str:
     if content is None:
         return ""
@@ -106,20 +130,30 @@ def _parts_text(content: Any, where: str) -> str:
     if not isinstance(content, list):
         raise TranscriptError(f"{where}: field 'content' must be a str or a list of parts (got {short(content)})")
     texts = []
-    for part in content:
+    for j, part in enumerate(content):
         if isinstance(part, str):
             texts.append(part)
-        elif isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS:
+        elif _is_text_part(part):
             value = part.get("text", part.get("refusal"))
             if not isinstance(value, str):
-                raise TranscriptError(f"{where}: a {part.get('type')} part's text must be a str (got {short(value)})")
+                raise TranscriptError(f"{where}: field 'content[{j}]': a {part.get('type')} part's text must be "
+                                      f"a str (got {short(value)})")
             texts.append(value)
     return "\n".join(texts)
 
 
 def _reasoning_text(item: Mapping[str, Any]) -> str:
-    parts = item.get("summary") or []
-    return "\n".join(p.get("text", "") for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    parts = item.get("summary")
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(p["text"] for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+
+
+def _json(value: Any, where: str, field: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:  # in memory: a key or value JSON has no form for
+        raise TranscriptError(f"{where}: field {field!r} is not JSON data ({exc})") from None
 
 
 def _output_text(output: Any, where: str) -> str:
@@ -127,16 +161,30 @@ def _output_text(output: Any, where: str) -> str:
         return output
     if isinstance(output, list):
         return _parts_text(output, where)
-    return json.dumps(output, ensure_ascii=False)
+    return _json(output, where, "output")
 
 
-def from_responses(items: Sequence[Any], *, id: str = "transcript") -> Transcript:
-    """A :class:`Transcript` of Responses API input ``items`` (rules in the module doc); never modifies them."""
+def from_responses(items: Sequence[Any], *, id: str = "transcript", limits: Limits | None = None) -> Transcript:
+    """A :class:`Transcript` of Responses API input ``items`` (rules in the module doc); never modifies them.
+
+    Refused with a :class:`~salience.errors.TranscriptError` naming the item and the
+    field: an item that is not a mapping, a field of the wrong type, a call output
+    with no call before it, a call that is not answered before the next message (see
+    the module doc); with a :class:`~salience.errors.LimitError`: more than
+    ``limits.max_entries`` items, or items larger or deeper than the limits
+    (:mod:`salience.limits`; :func:`salience.limits.current` when None).
+    """
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
         raise TranscriptError(f"transcript {id!r}: Responses input must be a list of items (got {short(items)})")
-    entries: list[Entry] = []
+    check_count(len(items), where=f"transcript {id!r}", what="items", limits=limits)
+    size = 0
+    for i, raw in enumerate(items):  # bounded before anything walks them (deepcopy, repr, json)
+        size += check_value(raw, where=f"transcript {id!r}, item {i}", limits=limits)
+        check_size(size, where=f"transcript {id!r}", limits=limits, unit="bytes of JSON (about)")
+    groups: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (Entry fields, private) per entry
     names: dict[str, str] = {}
     pending: list[tuple[int, dict[str, Any]]] = []  # reasoning items waiting for their item
+    previous = ""  # kind of the last item that was not reasoning
     for i, raw in enumerate(items):
         where = f"transcript {id!r}, item {i}"
         if not isinstance(raw, Mapping):
@@ -149,48 +197,64 @@ def from_responses(items: Sequence[Any], *, id: str = "transcript") -> Transcrip
         first = pending[0][0] if pending else i
         lead = [p for _, p in pending]
         pending = []
-        entry_id = f"m{first}"
         lead_text = "\n".join(t for t in (_reasoning_text(p) for p in lead) if t)
-        private = {"items": lead + [item], "kind": kind}
         fields: dict[str, Any]
-        if kind == "message":
-            role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
-            if role is None:
-                raise TranscriptError(f"{where}: field 'role' must be one of system, developer, user, assistant "
-                                      f"(got {short(item.get('role'))})")
-            text = _parts_text(item.get("content"), where)
-            fields = {"role": role, "content": "\n".join(t for t in (lead_text, text) if t)}
-            private["text"] = text
-        elif kind.endswith("_call") and isinstance(item.get("call_id"), str) and item["call_id"]:
+        if _is_call(kind, item):
             raw_name = item.get("name")
             name: str = raw_name if isinstance(raw_name, str) else kind
             args = item.get("arguments", item.get("input", item.get("action")))
-            arguments = args if isinstance(args, str) else json.dumps(args if args is not None else {},
-                                                                       ensure_ascii=False)
+            arguments = args if isinstance(args, str) else _json(args if args is not None else {}, where,
+                                                                  "arguments")
             names[item["call_id"]] = name
-            fields = {"role": "assistant", "content": lead_text,
-                      "tool_calls": (ToolCall(id=item["call_id"], name=name, arguments=arguments),)}
-        elif kind.endswith("_call_output"):
-            call_id = item.get("call_id")
-            if not isinstance(call_id, str) or not call_id:
-                raise TranscriptError(f"{where}: field 'call_id' must be a non-empty str (got {short(call_id)})")
-            if call_id not in names:
-                raise TranscriptError(f"{where}: {kind} answers call_id {call_id!r}, which no earlier call has")
-            text = _output_text(item.get("output"), where)
-            fields = {"role": "tool", "content": text, "tool_call_id": call_id, "name": names[call_id]}
-            private["text"] = text
-        else:  # carried through untouched; its JSON is what it costs
-            fields = {"role": "assistant",
-                      "content": "\n".join(t for t in (lead_text, json.dumps(item, ensure_ascii=False)) if t)}
+            call = ToolCall(id=item["call_id"], name=name, arguments=arguments)
+            if groups and previous == "call":  # parallel calls: one entry, answered by the outputs after it
+                fields, private = groups[-1]
+                fields["tool_calls"] = (*fields["tool_calls"], call)
+                fields["content"] = "\n".join(t for t in (fields["content"], lead_text) if t)
+                private["items"].extend([*lead, item])
+                private["content"] = fields["content"]
+                continue
+            previous = "call"
+            fields = {"role": "assistant", "content": lead_text, "tool_calls": (call,)}
+            private = {"items": [*lead, item], "kind": "call"}
+        else:
+            previous = kind
+            private = {"items": [*lead, item], "kind": kind}
+            if kind == "message":
+                role_given = item.get("role")
+                role = _ROLES.get(role_given) if isinstance(role_given, str) else None
+                if role is None:
+                    raise TranscriptError(f"{where}: field 'role' must be one of system, developer, user, "
+                                          f"assistant (got {short(role_given)})")
+                text = _parts_text(item.get("content"), where)
+                fields = {"role": role, "content": "\n".join(t for t in (lead_text, text) if t)}
+                private["text"] = text
+            elif kind.endswith("_call_output"):
+                call_id = item.get("call_id")
+                if not isinstance(call_id, str) or not call_id:
+                    raise TranscriptError(f"{where}: field 'call_id' must be a non-empty str (got {short(call_id)})")
+                if call_id not in names:
+                    raise TranscriptError(f"{where}: field 'call_id': {kind} answers call_id {call_id!r}, which "
+                                          "no earlier call has")
+                text = _output_text(item.get("output"), where)
+                fields = {"role": "tool", "content": text, "tool_call_id": call_id, "name": names[call_id]}
+                private["text"] = text
+            else:  # carried through untouched; its JSON is what it costs
+                fields = {"role": "assistant",
+                          "content": "\n".join(t for t in (lead_text, _json(item, where, "item")) if t)}
+        fields["id"] = f"m{first}"
         private["content"] = fields["content"]
-        entries.append(Entry(id=entry_id, meta={KEY: private}, **fields))
+        groups.append((fields, private))
     if pending:  # reasoning at the very end: an entry of its own
-        first = pending[0][0]
         lead = [p for _, p in pending]
         text = "\n".join(t for t in (_reasoning_text(p) for p in lead) if t)
-        entries.append(Entry(id=f"m{first}", role="assistant", content=text,
-                             meta={KEY: {"items": lead, "kind": "reasoning", "content": text}}))
-    return Transcript(id=id, entries=tuple(entries))
+        groups.append(({"id": f"m{pending[0][0]}", "role": "assistant", "content": text},
+                       {"items": lead, "kind": "reasoning", "content": text}))
+    try:
+        entries = [Entry(meta={KEY: private}, **fields) for fields, private in groups]
+    except TranscriptError as exc:
+        raise TranscriptError(f"transcript {id!r}: {exc}") from None
+    return checked_transcript(entries, id=id, size=size, limits=limits)
 
 
 def _patched_parts(content: Any, text: str, part_type: str) -> Any:
@@ -244,8 +308,8 @@ def entry_to_responses(entry: Entry) -> list[dict[str, Any]]:
     if kind.endswith("_call_output"):
         main["output"] = entry.content
         return [main]
-    if kind.endswith("_call"):
-        return [main]  # the call itself stays; only the reasoning before it goes
+    if kind == "call":  # the calls themselves stay; only the reasoning among them goes
+        return [x for x in items if _kind(x) != "reasoning"]
     return [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": entry.content}]}]
 
 
@@ -271,19 +335,20 @@ def check_responses(items: Sequence[Any], *, allow_pending: bool = False) -> lis
             problems.append(f"item {i}: must be a mapping (got {short(item)})")
             continue
         kind = _kind(item)
-        if kind == "message" and item.get("role") not in _ROLES:
+        role = item.get("role")
+        if kind == "message" and not (isinstance(role, str) and role in _ROLES):
             problems.append(f"item {i}: field 'role' must be one of system, developer, user, assistant "
                             f"(got {short(item.get('role'))})")
         elif kind == "reasoning" and i == len(items) - 1:
             problems.append(f"item {i}: a reasoning item must be followed by the item it came with")
         elif kind.endswith("_call_output"):
             call_id = item.get("call_id")
-            if call_id not in calls:
-                problems.append(f"item {i}: {kind} with call_id {call_id!r} has no call before it")
+            if not isinstance(call_id, str) or call_id not in calls:
+                problems.append(f"item {i}: {kind} with call_id {short(call_id)} has no call before it")
             elif call_id in answered:
                 problems.append(f"item {i}: {kind} answers call_id {call_id!r} a second time")
             else:
-                answered.add(call_id)  # type: ignore[arg-type]
+                answered.add(call_id)
         elif kind.endswith("_call") and isinstance(item.get("call_id"), str):
             if item["call_id"] in calls:
                 problems.append(f"item {i}: call_id {item['call_id']!r} is used by item {calls[item['call_id']]} too")
