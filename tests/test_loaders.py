@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import doctest
 import json
+import math
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -462,3 +464,38 @@ def test_shared_taubench_anthropic_round_trip(tau_path: Path) -> None:
         back = Transcript.from_anthropic(messages, system=system)
         assert back.to_anthropic() == messages
         assert back.anthropic_system() == system
+
+
+# --------------------------------------------------------------------------
+# NaN and Infinity: JSON has neither; every loader refuses them, naming the file, line and field
+# --------------------------------------------------------------------------
+
+
+def _probe(value: object, constant: float) -> None:
+    """Add ``"probe": constant`` to the first object in ``value`` (a list's first item, else the object)."""
+    target = value[0] if isinstance(value, list) else value
+    assert isinstance(target, dict)
+    target["probe"] = constant
+
+
+@pytest.mark.parametrize("key", sorted(FIXTURES) + ["jsonl"], ids=sorted(FIXTURES) + ["jsonl"])
+@pytest.mark.parametrize("constant, text", [(math.nan, "NaN"), (-math.inf, "-Infinity")], ids=["nan", "-inf"])
+def test_nan_and_infinity_are_refused_naming_file_line_and_field(key: str, constant: float, text: str,
+                                                                 tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[1] / "data" / "customer_service.jsonl"
+    source = sample if key == "jsonl" else FIXTURES[key]
+    path = tmp_path / source.name
+    if source.suffix == ".jsonl":
+        lines = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+        _probe(lines[-1], constant)
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        where = rf"{re.escape(str(path))}:{len(lines)}: not valid JSON: column \d+"
+        field = r"\['probe'\]"
+    else:
+        doc = json.loads(source.read_text(encoding="utf-8"))
+        _probe(doc, constant)
+        path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        where = rf"{re.escape(str(path))}: not valid JSON: line \d+, column \d+"
+        field = r"\[0\]\['probe'\]" if isinstance(doc, list) else r"at \['probe'\]"
+    with pytest.raises(FormatError, match=rf"{where}: {re.escape(text)} is not a JSON value .*{field}"):
+        load_transcripts(path)

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -261,6 +262,25 @@ def _constant_at(text: str, constant: str) -> int:
     return 0
 
 
+def _non_finite_path(text: str) -> str:
+    """Where (``at [messages][2][label]``) the first NaN or infinity of ``text`` stands, as
+    Python's parser reads it; empty when that cannot be told."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return ""
+    stack: list[tuple[Any, tuple[Any, ...] | None]] = [(value, None)]
+    while stack:
+        item, link = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f", at {_path(link)}" if link is not None else ""
+        if isinstance(item, dict):
+            stack.extend((v, (link, k)) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list):
+            stack.extend((v, (link, i)) for i, v in reversed(list(enumerate(item))))
+    return ""
+
+
 def loads(text: str, *, where: str, limits: Limits | None = None, strict: bool = False, lines: bool = True) -> Any:
     """The JSON value in ``text``, within the limits.
 
@@ -293,7 +313,7 @@ double quotes
         raise FormatError(f"{where}: not valid JSON: {at(exc.pos)}: {exc.msg}") from None
     except _NotJSON as exc:
         raise FormatError(f"{where}: not valid JSON: {at(_constant_at(text, exc.constant))}: {exc.constant} is not "
-                          "a JSON value (JSON has no NaN or Infinity)") from None
+                          f"a JSON value (JSON has no NaN or Infinity){_non_finite_path(text)}") from None
     except RecursionError:
         found = _too_deep_at(text, chosen.max_depth)
         pos, level = found if found is not None else (0, chosen.max_depth + 1)

@@ -31,7 +31,9 @@ Every loader reads within :mod:`salience.limits` (a JSON file or JSON line of at
 transcript): past them, a :class:`~salience.errors.LimitError` naming the file. A
 transcript whose tool call is not answered before the next entry that is not one of
 its results is refused as the provider readers refuse it
-(:func:`salience.messages.validate.require_answered`).
+(:func:`salience.messages.validate.require_answered`). ``NaN``, ``Infinity`` and
+``-Infinity`` are refused with a ``FormatError`` naming the file, the line, the column
+and the field (JSON has none of them; see :mod:`salience.datasets._io`).
 """
 
 from __future__ import annotations
