@@ -15,10 +15,14 @@ rejected, BudgetError refusals, and every kind of failure with a first example) 
 exits 1 when anything other than the known Anthropic role-order problem failed.
 
 ``--readers N`` runs the reader fuzz instead (``tests/test_fuzz_readers.py``, every
-reader, data set loader and both entry points, with N hypothesis cases each where the
-test run has 100; the loaders and the command line get N/2) and prints, per reader, the
-cases run, how many gave a valid result and how many a SalienceError naming where, and
-the internal errors, mutated inputs and hangs (all three must be 0; exit 1 otherwise).
+reader, data set loader and both entry points, the Responses items reader with
+``Compactor.compact`` on Responses items, and the proxy's request bodies on its three
+endpoints through the real Starlette app to an ``httpx.MockTransport`` upstream, with N
+hypothesis cases each where the test run has 100; the loaders, the command line and
+each proxy endpoint get N/2) and prints, per reader, the cases run, how many gave a
+valid result and how many a SalienceError (for the proxy: a 400 or 413) naming where,
+and the internal errors (the proxy: any other status, a 500 included), mutated inputs
+and hangs (all three must be 0; exit 1 otherwise).
 """
 
 from __future__ import annotations

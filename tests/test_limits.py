@@ -303,3 +303,107 @@ def test_readers_do_not_touch_what_they_refuse() -> None:
     with pytest.raises(LimitError):
         Transcript.from_openai(messages)
     assert messages == snapshot
+
+
+# -- the Responses items reader ---------------------------------------------------------------------------
+
+
+def _responses(items: list[Any]) -> Any:
+    from salience.messages.responses import from_responses
+
+    return from_responses(items, id="t")
+
+
+RESPONSES_READERS: dict[str, Callable[[list[Any]], Any]] = {
+    "from_responses": _responses,
+    "compact-responses": _compact("responses"),
+}
+
+
+@pytest.mark.parametrize("depth", [70, 5_000], ids=["70", "5000"])
+@pytest.mark.parametrize("read", list(RESPONSES_READERS.values()), ids=list(RESPONSES_READERS))
+def test_the_responses_reader_bounds_depth(read: Callable[[list[Any]], Any], depth: int) -> None:
+    items = [USER, {"type": "function_call", "call_id": "c1", "name": "f", "arguments": {"k": nested(depth)}}]
+    snapshot = copy.deepcopy(items[:1])
+    with pytest.raises(LimitError, match=r"item 1: nested 6[45] deep at \['arguments'\]\['k'\].*deeper than the "
+                                         r"limit max_depth=64"):
+        read(items)
+    assert items[:1] == snapshot
+
+
+@pytest.mark.parametrize("read", list(RESPONSES_READERS.values()), ids=list(RESPONSES_READERS))
+def test_the_responses_reader_bounds_size_and_entries(read: Callable[[list[Any]], Any]) -> None:
+    with limited(max_bytes=1_000), pytest.raises(LimitError, match=r"item 0: 2,0\d\d bytes of JSON \(about\), "
+                                                                   r"more than the limit max_bytes=1,000"):
+        read([{"role": "user", "content": "x" * 2_000}])
+    with limited(max_bytes=1_000), pytest.raises(LimitError, match=r"transcript '\w+': 1,\d\d\d bytes of JSON"):
+        read([{"role": "user", "content": "x" * 300}, {"role": "assistant", "content": "y" * 300},
+              {"role": "user", "content": "z" * 300}, {"role": "assistant", "content": "w" * 300}])
+    with limited(max_entries=3), pytest.raises(LimitError, match=r"transcript '\w+': 4 items, more than the "
+                                                                 r"limit max_entries=3"):
+        read([USER, {"role": "assistant", "content": "a"}, USER, {"role": "assistant", "content": "b"}])
+    assert read([USER]) is not None  # within the limits
+
+
+def test_the_responses_reader_takes_limits_directly() -> None:
+    with pytest.raises(LimitError, match="max_entries=1"):
+        _responses_with([USER, USER], Limits(max_entries=1))
+    assert len(_responses_with([USER, USER], Limits(max_entries=2)).entries) == 2
+
+
+def _responses_with(items: list[Any], limits: Limits) -> Any:
+    from salience.messages.responses import from_responses
+
+    return from_responses(items, limits=limits)
+
+
+# -- the limits on the command line ----------------------------------------------------------------------
+
+
+def _write(path: Path, value: Any) -> Path:
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("flags, code, message", [
+    ([], 2, "nested 65 deep, deeper than the limit max_depth=64"),
+    (["--max-depth", "100"], 0, None),
+    (["--max-depth", "100", "--max-entries", "2"], 2, "3 messages, more than the limit max_entries=2"),
+    (["--max-depth", "100", "--max-bytes", "1KiB"], 2, "more than the limit max_bytes=1,024"),
+    (["--max-depth", "0"], 2, "--max-depth must be a positive whole number (got '0')"),
+    (["--max-bytes", "12 parsecs"], 2, "--max-bytes must be a positive whole number of bytes, or one with KiB"),
+    (["--max-entries", "-3"], 2, "--max-entries must be a positive whole number (got '-3')"),
+], ids=["default", "deeper-allowed", "entries", "bytes", "bad-depth", "bad-bytes", "bad-entries"])
+@pytest.mark.parametrize("command", ["inspect", "compact"])
+def test_limits_from_the_command_line(command: str, flags: list[str], code: int, message: str | None,
+                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    messages = [USER, {"role": "assistant", "content": "y" * 800, "extra": {"k": nested(62)}}, USER]
+    path = _write(tmp_path / "deep.json", messages)
+    args = [command, str(path), "--scorer", "recency", "--budget", "500", *flags]
+    if command == "compact":
+        args += ["--out", str(tmp_path / "out.json")]
+    assert main(args) == code
+    err = capsys.readouterr().err
+    if message is None:
+        assert "error" not in err
+    else:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("salience: error: ") and message in lines[0], err
+    assert current() == DEFAULT_LIMITS  # the block ends with the command
+
+
+def test_limits_reach_the_data_set_loaders_and_the_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.jsonl"
+    jsonl.save([Transcript.from_openai([USER, {"role": "assistant", "content": "hello"}], id="t")], path)
+    assert main(["stats", str(path), "--max-entries", "1"]) == 2
+    assert "t.jsonl:1: transcript 't': 2 messages, more than the limit max_entries=1" in capsys.readouterr().err
+    assert main(["stats", str(path), "--max-entries", "2"]) == 0
+    pytest.importorskip("uvicorn")
+    import uvicorn
+
+    served: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(app))
+    assert main(["proxy", "--upstream", "http://127.0.0.1:9", "--scorer", "recency", "--max-bytes", "2MiB",
+                 "--max-depth", "32"]) == 0
+    assert served[0].state.proxy.config.limits == Limits(max_depth=32, max_bytes=2 * 2**20)

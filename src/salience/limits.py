@@ -27,7 +27,11 @@ data set loader, and the files ``salience compact`` and ``salience inspect`` rea
 
 The limits in force are :func:`current`: :data:`DEFAULT_LIMITS` unless a
 :func:`limited` block says otherwise (a context variable, so each thread and each
-asyncio task sees its own); the readers also take ``limits=`` directly.
+asyncio task sees its own); the readers also take ``limits=`` directly. On the
+command line, every command that reads input takes ``--max-depth N``, ``--max-bytes
+N`` (a number of bytes, or with ``KiB``, ``MiB``, ``GiB``, ``KB``, ``MB``, ``GB``) and
+``--max-entries N`` (:func:`from_options`; a bad value exits 2), and runs inside
+:func:`limited` with them; ``salience proxy`` applies them to every request body.
 
 >>> current().max_depth
 64
@@ -65,8 +69,10 @@ __all__ = [
     "check_value",
     "current",
     "deeper_than",
+    "from_options",
     "limited",
     "loads",
+    "parse_limit",
 ]
 
 #: How deeply JSON values may nest (see the module doc).
@@ -129,6 +135,53 @@ def limited(limits: Limits | None = None, **changes: int) -> Iterator[Limits]:
         yield chosen
     finally:
         _current.reset(token)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+_AMOUNT = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_limit(name: str, text: Any, *, label: str | None = None) -> int:
+    """The value of limit ``name`` given as ``text`` (``"128"``; ``max_bytes`` also takes
+    ``"256MiB"``, ``"1GB"``...); ``label`` (say ``--max-bytes``) names it in the error.
+
+    >>> parse_limit("max_bytes", "256MiB"), parse_limit("max_depth", "128")
+    (268435456, 128)
+    >>> parse_limit("max_entries", "lots", label="--max-entries")
+    Traceback (most recent call last):
+    ...
+    salience.errors.ParameterError: --max-entries must be a positive whole number (got 'lots')
+    """
+    if name not in ("max_depth", "max_bytes", "max_entries"):
+        raise ParameterError(f"no limit named {describe(name)} (known: max_depth, max_bytes, max_entries)")
+    label = label or name
+    units = name == "max_bytes"
+    expected = ("a positive whole number of bytes, or one with KiB, MiB, GiB, KB, MB or GB" if units
+                else "a positive whole number")
+    match = _AMOUNT.match(text) if isinstance(text, str) else None
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in (_UNITS if units else ("",)):
+        raise ParameterError(f"{label} must be {expected} (got {describe(text)})")
+    value = int(match.group(1)) * _UNITS[unit]
+    if value < 1:
+        raise ParameterError(f"{label} must be {expected} (got {describe(text)})")
+    return value
+
+
+def from_options(*, max_depth: Any = None, max_bytes: Any = None, max_entries: Any = None,
+                 base: Limits | None = None) -> Limits:
+    """``base`` (default: :func:`current`) with the limits given as text replaced
+    (:func:`parse_limit`; ``None`` leaves one as it is), as the command line's
+    ``--max-depth``, ``--max-bytes`` and ``--max-entries`` give them.
+
+    >>> from_options(max_bytes="1KiB", max_depth="8")
+    Limits(max_depth=8, max_bytes=1024, max_entries=100000)
+    """
+    given = {"max_depth": max_depth, "max_bytes": max_bytes, "max_entries": max_entries}
+    changes = {name: parse_limit(name, text, label="--" + name.replace("_", "-"))
+               for name, text in given.items() if text is not None}
+    chosen = base or current()
+    return replace(chosen, **changes) if changes else chosen
 
 
 def _resolve(limits: Limits | None) -> Limits:

@@ -22,8 +22,12 @@ from typing import Any
 
 from salience._version import __version__
 from salience.cli.common import PROG, exit_code
+from salience.limits import from_options, limited
 
 __all__ = ["COMMANDS", "build_parser", "main"]
+
+#: Commands that read input, and so take ``--max-depth``, ``--max-bytes``, ``--max-entries`` (:mod:`salience.limits`).
+READERS = frozenset({"stats", "label", "train", "bench", "tune", "compact", "demo", "inspect", "proxy"})
 
 #: ``(command name, "module:function")``: the function registers the command's parser.
 COMMANDS: list[tuple[str, str]] = [
@@ -72,7 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
         if "--verbose" not in sub._option_string_actions:
             sub.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                              help="show tracebacks of errors")
+        if _name in READERS:
+            _add_limit_arguments(sub)
     return parser
+
+
+def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("input limits", "bounds on every input read (see salience.limits)")
+    group.add_argument("--max-depth", metavar="N", default=None, help="how deeply JSON may nest (default: 64)")
+    group.add_argument("--max-bytes", metavar="SIZE", default=None,
+                       help="the largest file, JSON line, message list or request body, in bytes or with KiB, MiB, "
+                            "GiB (default: 64MiB)")
+    group.add_argument("--max-entries", metavar="N", default=None,
+                       help="the most messages in one message list or transcript (default: 100000)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     verbose = bool(getattr(args, "verbose", False))
     try:
-        return int(args.handler(args))
+        chosen = from_options(max_depth=getattr(args, "max_depth", None), max_bytes=getattr(args, "max_bytes", None),
+                              max_entries=getattr(args, "max_entries", None))
+        with limited(chosen):
+            return int(args.handler(args))
     except BaseException as exc:  # noqa: BLE001 - exit_code sorts them, and raises again what is not ours
         return exit_code(exc, verbose=verbose)

@@ -4,9 +4,12 @@ Usage::
 
     salience proxy --upstream URL [--host 127.0.0.1] [--port 8787] [--budget N|P%] [--window N]
                    [--scorer S] [--profile FILE] [--log-content]
+                   [--max-depth N] [--max-bytes SIZE] [--max-entries N]
 
 ``--budget`` is tokens, or a share of the model's context window (``--window``, else by
-model name); a request header ``x-salience-budget`` overrides it per request.
+model name); a request header ``x-salience-budget`` overrides it per request. The
+``--max-*`` limits (every command that reads input has them, :mod:`salience.limits`)
+bound each request body: a larger one gets a 413, a deeper or longer one a 400.
 """
 
 from __future__ import annotations
@@ -67,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if note:
         print(f"salience: warning: {note}", file=sys.stderr)
-    print(f"salience proxy: http://{args.host}:{args.port} -> {args.upstream} ({window_note(config)})",
+    limits = config.limits
+    print(f"salience proxy: http://{args.host}:{args.port} -> {args.upstream} ({window_note(config)}; bodies of at "
+          f"most {limits.max_bytes:,} bytes, {limits.max_entries:,} messages, nested {limits.max_depth} deep)",
           file=sys.stderr)
     uvicorn.run(build_app(config), host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
