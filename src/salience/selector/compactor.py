@@ -152,7 +152,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         stub_values: how many key values a stub quotes.
         retain: share of an entry's value kept by ``"trim"`` and ``"stub"`` (FULL keeps 1);
             ``None`` or missing keys: :data:`DEFAULT_RETAIN` (trim 0.6, stub 0.15).
-        solver: ``"auto"``, ``"exact"`` or ``"greedy"`` (see :func:`salience.selector.knapsack.solve`).
+        solver: ``"auto"``, ``"lp"``, ``"exact"`` or ``"greedy"`` (see :func:`salience.selector.knapsack.solve`).
         on_over_budget: ``"raise"`` a :class:`BudgetError` when what may not give way (the
             system prompt whole, Anthropic's first user turn, the calls their results need)
             exceeds the budget, or ``"keep_pins"``: return that cheapest valid selection,

@@ -24,6 +24,11 @@ contiguous.
 Everything here is a pure function over numpy arrays; inputs are never
 mutated.
 
+* :func:`solve_lp` -- the LP relaxation over each entry's options (their upper
+  convex hull; a tool group as one unit), taken by value per token, rounded and
+  filled (:mod:`salience.selector.lp`); when its gap to the Lagrangian bound is above
+  a tolerance, the units that could still do better (the *core*) are solved exactly
+  by the DP and the bound tightened. ``O(n log n)`` array operations.
 * :func:`solve_exact` -- dynamic programming over the budget. Exact when
   ``n * (budget + 1) <= max_cells``; otherwise costs are scaled down (rounded
   up, budget rounded down, so the answer is always feasible), the scaled
@@ -32,9 +37,14 @@ mutated.
 * :func:`solve_greedy` -- start from the cheapest assignment and apply the
   upgrade with the best value gained per extra token that still fits;
   ``O(n log n)``.
-* :func:`solve` -- picks one of the above (or the trivial answer when the
-  most valuable assignment already fits).
+* :func:`solve` -- the default: the trivial answer when the most valuable
+  assignment already fits, the exact DP when it is small, else :func:`solve_lp`,
+  with :func:`solve_exact` only when the certified gap stays above ``tol``.
 * :func:`brute_force` -- enumerates every assignment; a reference for tests.
+
+Every :class:`Solution` states an upper bound on the optimum (``bound``) and so its
+certified ``gap``. Input checks and the shared set-up live in
+:mod:`salience.selector.problem`.
 
 Ties are broken deterministically: among equally valuable answers the exact
 solver returns one of least cost, and between options of equal cost and value
@@ -45,15 +55,35 @@ from __future__ import annotations
 
 import heapq
 import math
-import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from salience.errors import ParameterError, ParameterTypeError, SalienceError
+from salience.errors import ParameterError
+from salience.selector import lp
+from salience.selector.problem import (
+    DROP,
+    FULL,
+    INT64_MAX,
+    N_OPTIONS,
+    NON_DROP,
+    STUB,
+    TRIM,
+    InfeasibleError,
+    Instance,
+    Unit,
+    as_int,
+    cheapest,
+    check_budget,
+    max_value_choices,
+    min_cost_choices,
+    pareto,
+    prepare,
+    richest,
+    total,
+)
 
 __all__ = [
     "DROP",
@@ -67,36 +97,21 @@ __all__ = [
     "solve",
     "solve_exact",
     "solve_greedy",
+    "solve_lp",
 ]
 
-FULL, TRIM, STUB, DROP = 0, 1, 2, 3
-N_OPTIONS = 4
-METHODS: tuple[str, ...] = ("auto", "exact", "greedy")
-#: ``solve(method="auto")`` switches to the greedy solver above this many entries.
-GREEDY_ABOVE = 20_000
+METHODS: tuple[str, ...] = ("auto", "exact", "greedy", "lp")
+#: ``solve(method="auto")`` runs the exact DP outright when it has at most this many cells.
+EXACT_CELLS = 200_000
+#: The certified gap (a share of the bound) above which ``solve`` tries harder.
+GAP_TOLERANCE = 1e-4
+#: Cells of the DP that :func:`solve_lp` may spend on the core.
+CORE_CELLS = 2_000_000
 #: :func:`brute_force` refuses to enumerate more assignments than this.
 BRUTE_FORCE_LIMIT = 1 << 20
 
-_OPTION_NAMES = ("FULL", "TRIM", "STUB", "DROP")
-_NON_DROP = np.array([True, True, True, False])
-_INT64_MAX = np.iinfo(np.int64).max
-
 ArrayLike = npt.ArrayLike
 
-
-class InfeasibleError(SalienceError, ValueError):
-    """No assignment satisfies the constraints within the budget.
-
-    Raised when even the cheapest allowed assignment costs more than the
-    budget (the message gives both numbers; they are also available as
-    :attr:`min_cost` and :attr:`budget`), or when a tool group can be neither
-    kept nor dropped with the options it allows (then ``min_cost`` is None).
-    """
-
-    def __init__(self, message: str, *, min_cost: int | None = None, budget: int | None = None):
-        super().__init__(message)
-        self.min_cost = min_cost
-        self.budget = budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +125,11 @@ class Solution:
         value: total value of the choices.
         exact: True when the answer is provably optimal (unscaled DP,
             trivial case, or brute force).
-        method: ``"dp"``, ``"dp-scaled"``, ``"greedy"``, ``"trivial"`` or
-            ``"brute-force"``.
+        method: ``"lp"``, ``"lp-core"``, ``"dp"``, ``"dp-scaled"``, ``"greedy"``,
+            ``"trivial"`` or ``"brute-force"``.
+        bound: an upper bound on the value of every feasible assignment (the
+            value itself when ``exact``), so the answer is within :attr:`gap` of
+            the optimum.
     """
 
     choices: np.ndarray
@@ -119,251 +137,35 @@ class Solution:
     value: float
     exact: bool
     method: str
-
-
-# --------------------------------------------------------------------------
-# Validation and problem set-up
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Unit:
-    """A root entry (``parent == -1``) and its children, processed together."""
-
-    root: int
-    children: tuple[int, ...]
-    keep_ok: bool  # every member has a non-DROP option allowed
-    drop_ok: bool  # every member allows DROP
+    bound: float = math.inf
 
     @property
-    def members(self) -> tuple[int, ...]:
-        return (self.root, *self.children)
+    def gap(self) -> float:
+        """How far below the optimum the value can be, as a share of the bound:
+        ``value >= (1 - gap) * optimum``. 0 when ``exact``."""
+        if self.exact or self.bound <= self.value:
+            return 0.0
+        return (self.bound - self.value) / self.bound
 
 
-@dataclass(frozen=True, slots=True)
-class _Problem:
-    costs: np.ndarray  # (n, 4) int64
-    values: np.ndarray  # (n, 4) float64
-    allowed: np.ndarray  # (n, 4) bool
-    parent: np.ndarray  # (n,) int64
-    budget: int
-    units: tuple[_Unit, ...] = field(repr=False)
-
-    @property
-    def n(self) -> int:
-        return int(self.costs.shape[0])
-
-
-def _describe(a: np.ndarray) -> str:
-    return f"shape {a.shape}, dtype {a.dtype}"
-
-
-def _as_matrix(x: ArrayLike, name: str, n: int | None) -> np.ndarray:
-    try:
-        a = np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
-        raise ParameterError(f"{name} must be an array of shape (n, 4) (got {type(x).__name__}: {exc})") from exc
-    want = "(n, 4)" if n is None else f"({n}, 4)"
-    if a.ndim != 2 or a.shape[1] != N_OPTIONS or (n is not None and a.shape[0] != n):
-        raise ParameterError(f"{name} must have shape {want} (got {a.shape})")
-    return a
-
-
-def _as_int(x: Any, name: str, *, minimum: int) -> int:
-    if isinstance(x, (bool, np.bool_)):
-        raise ParameterTypeError(f"{name} must be an integer (got bool {x!r})")
-    if isinstance(x, numbers.Integral):
-        v = int(x)
-    elif isinstance(x, numbers.Real) and math.isfinite(float(x)) and float(x).is_integer():
-        v = int(float(x))
-    else:
-        raise ParameterTypeError(f"{name} must be an integer (got {type(x).__name__} {x!r})")
-    if v < minimum:
-        raise ParameterError(f"{name} must be >= {minimum} (got {v})")
-    return v
-
-
-def _prepare(
-    costs: ArrayLike,
-    values: ArrayLike,
-    budget: Any,
-    allowed: ArrayLike | None,
-    parent: ArrayLike | None,
-) -> _Problem:
-    """Validate the inputs and return private copies plus the group structure."""
-    c = _as_matrix(costs, "costs", None)
-    n = c.shape[0]
-    if c.dtype.kind in "iu":
-        c = c.astype(np.int64, copy=True)
-    elif c.dtype.kind == "f":
-        if not np.all(np.isfinite(c)) or not np.all(c == np.round(c)):
-            raise ParameterError("costs must be whole numbers of tokens (got non-integral or non-finite floats)")
-        c = c.astype(np.int64)
-    else:
-        raise ParameterError(f"costs must be an integer array (got dtype {c.dtype})")
-    if (c < 0).any():
-        i, o = np.argwhere(c < 0)[0]
-        raise ParameterError(f"costs must be non-negative (got costs[{i}, {o}] = {c[i, o]})")
-
-    v = _as_matrix(values, "values", n)
-    if v.dtype.kind not in "iuf":
-        raise ParameterError(f"values must be a real-valued array (got dtype {v.dtype})")
-    v = v.astype(np.float64, copy=True)
-    if not np.all(np.isfinite(v)):
-        i, o = np.argwhere(~np.isfinite(v))[0]
-        raise ParameterError(f"values must be finite (got values[{i}, {o}] = {v[i, o]})")
-    if (v < 0).any():
-        i, o = np.argwhere(v < 0)[0]
-        raise ParameterError(f"values must be non-negative (got values[{i}, {o}] = {v[i, o]})")
-
-    if (c[:, DROP] != 0).any():
-        i = int(np.flatnonzero(c[:, DROP] != 0)[0])
-        raise ParameterError(f"the DROP column of costs must be 0 (got costs[{i}, {DROP}] = {c[i, DROP]})")
-    if (v[:, DROP] != 0).any():
-        i = int(np.flatnonzero(v[:, DROP] != 0)[0])
-        raise ParameterError(f"the DROP column of values must be 0 (got values[{i}, {DROP}] = {v[i, DROP]})")
-
-    if allowed is None:
-        al = np.ones((n, N_OPTIONS), dtype=bool)
-    else:
-        al = _as_matrix(allowed, "allowed", n)
-        if al.dtype != np.bool_:
-            raise ParameterError(f"allowed must be a boolean array (got dtype {al.dtype})")
-        al = al.copy()
-        empty = ~al.any(axis=1)
-        if empty.any():
-            first = int(np.flatnonzero(empty)[0])
-            raise ParameterError(f"allowed must permit at least one option per entry (entry {first} allows none)")
-
-    if parent is None:
-        par = np.full(n, -1, dtype=np.int64)
-    else:
-        par = np.asarray(parent)
-        if par.shape != (n,):
-            raise ParameterError(f"parent must have shape ({n},) (got {par.shape})")
-        if n and par.dtype.kind not in "iu":
-            raise ParameterError(f"parent must be an integer array (got dtype {par.dtype})")
-        par = par.astype(np.int64, copy=True)
-
-    b = _as_int(budget, "budget", minimum=0)
-
-    children: dict[int, list[int]] = {}
-    for i, p in enumerate(par.tolist()):
-        if p == -1:
-            continue
-        if not 0 <= p < i:
-            raise ParameterError(f"parent[{i}] must be -1 or the index of an earlier entry 0 <= p < {i} (got {p})")
-        if par[p] != -1:
-            raise ParameterError(
-                f"parent[{i}] = {p} points at an entry with parent {int(par[p])}; tool groups must be one level deep"
-            )
-        children.setdefault(p, []).append(i)
-
-    non_drop_ok = (al & _NON_DROP).any(axis=1)
-    units: list[_Unit] = []
-    for r in np.flatnonzero(par == -1).tolist():
-        kids = tuple(children.get(r, ()))
-        members = [r, *kids]
-        keep_ok = bool(non_drop_ok[members].all())
-        drop_ok = bool(al[members, DROP].all())
-        if not keep_ok and not drop_ok:
-            raise InfeasibleError(
-                f"infeasible: tool group of entry {r} with results {list(kids)} can be neither kept "
-                "(every member needs a non-DROP option allowed) nor dropped (every member must allow DROP)"
-            )
-        units.append(_Unit(r, kids, keep_ok, drop_ok))
-    return _Problem(c, v, al, par, b, tuple(units))
-
-
-# --------------------------------------------------------------------------
-# Helpers shared by the solvers
-# --------------------------------------------------------------------------
-
-
-def _cheapest(costs: np.ndarray, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per row, the allowed column of least cost (then most value, then lowest index); -1 if none."""
-    cm = np.where(mask, costs, _INT64_MAX)
-    cmin = cm.min(axis=1)
-    tie = mask & (costs == cmin[:, None])
-    out = np.where(tie, values, -np.inf).argmax(axis=1)
-    out[~mask.any(axis=1)] = -1
-    return out
-
-
-def _richest(costs: np.ndarray, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per row, the allowed column of most value (then least cost, then lowest index); -1 if none."""
-    vm = np.where(mask, values, -np.inf)
-    vmax = vm.max(axis=1)
-    tie = mask & (values == vmax[:, None])
-    out = np.where(tie, costs, _INT64_MAX).argmin(axis=1)
-    out[~mask.any(axis=1)] = -1
-    return out
-
-
-def _min_cost_choices(prob: _Problem, costs: np.ndarray) -> np.ndarray:
-    """The cheapest feasible assignment: groups dropped when allowed, else cheapest options."""
-    ch = _cheapest(costs, prob.values, prob.allowed)
-    nd = _cheapest(costs, prob.values, prob.allowed & _NON_DROP)
-    for u in prob.units:
-        if not u.children:
-            continue
-        members = list(u.members)
-        ch[members] = DROP if u.drop_ok else nd[members]
-    return ch.astype(np.int8)
-
-
-def _max_value_choices(prob: _Problem) -> np.ndarray:
-    """The most valuable feasible assignment, ignoring the budget (least cost among ties)."""
-    ch = _richest(prob.costs, prob.values, prob.allowed)
-    nd = _richest(prob.costs, prob.values, prob.allowed & _NON_DROP)
-    for u in prob.units:
-        if not u.children:
-            continue
-        members = list(u.members)
-        kept_value = float(prob.values[members, nd[members]].sum()) if u.keep_ok else -1.0
-        ch[members] = nd[members] if u.keep_ok and (not u.drop_ok or kept_value > 0) else DROP
-    return ch.astype(np.int8)
-
-
-def _total(matrix: np.ndarray, choices: np.ndarray) -> Any:
-    return matrix[np.arange(choices.shape[0]), choices].sum()
-
-
-def _make_solution(prob: _Problem, choices: np.ndarray, *, exact: bool, method: str) -> Solution:
+def _make_solution(
+    prob: Instance, choices: np.ndarray, *, exact: bool, method: str, bound: float | None = None
+) -> Solution:
     ch = np.ascontiguousarray(choices, dtype=np.int8)
     ch.setflags(write=False)
+    value = float(total(prob.values, ch))
+    if exact:
+        bound = value
+    elif bound is None:
+        bound = _lp_bound(prob)
     return Solution(
         choices=ch,
-        cost=int(_total(prob.costs, ch)),
-        value=float(_total(prob.values, ch)),
+        cost=int(total(prob.costs, ch)),
+        value=value,
         exact=exact,
         method=method,
+        bound=max(float(bound), value),
     )
-
-
-def _check_budget(prob: _Problem) -> np.ndarray:
-    """Return the cheapest assignment, or raise InfeasibleError if it exceeds the budget."""
-    start = _min_cost_choices(prob, prob.costs)
-    min_cost = int(_total(prob.costs, start))
-    if min_cost > prob.budget:
-        raise InfeasibleError(
-            f"infeasible: the cheapest allowed assignment costs {min_cost} tokens but the budget is {prob.budget}",
-            min_cost=min_cost,
-            budget=prob.budget,
-        )
-    return start
-
-
-def _pareto(cost_row: np.ndarray, value_row: np.ndarray, mask: np.ndarray) -> list[int]:
-    """Allowed options that are not dominated, by increasing cost."""
-    opts = sorted(np.flatnonzero(mask).tolist(), key=lambda o: (cost_row[o], -value_row[o], o))
-    out: list[int] = []
-    best = -math.inf
-    for o in opts:
-        if value_row[o] > best:
-            out.append(o)
-            best = value_row[o]
-    return out
 
 
 # --------------------------------------------------------------------------
@@ -400,29 +202,29 @@ def _apply(
     return new, arg
 
 
-def _dp(prob: _Problem, costs: np.ndarray, cap: int) -> np.ndarray | None:
+def _dp(prob: Instance, costs: np.ndarray, cap: int) -> np.ndarray | None:
     """Exact DP over capacities ``0..cap`` with the given (possibly scaled) costs.
 
     Returns the choices of a best assignment of least cost, or None when no
     assignment fits.
     """
     values, allowed = prob.values, prob.allowed
-    nd_mask = allowed & _NON_DROP
+    nd_mask = allowed & NON_DROP
     dp = np.zeros(cap + 1)
     # Each record: (root, opts-arg for root, children, child args, kept flag).
-    records: list[tuple[_Unit, np.ndarray | int | None, list[np.ndarray | int], np.ndarray | bool]] = []
+    records: list[tuple[Unit, np.ndarray | int | None, list[np.ndarray | int], np.ndarray | bool]] = []
     for u in prob.units:
         r = u.root
         if not u.children:
-            new, arg = _apply(dp, costs[r], values[r], _pareto(costs[r], values[r], allowed[r]), cap)
+            new, arg = _apply(dp, costs[r], values[r], pareto(costs[r], values[r], allowed[r]), cap)
             records.append((u, arg, [], True))
             dp = new
             continue
         if u.keep_ok:
-            kept, root_arg = _apply(dp, costs[r], values[r], _pareto(costs[r], values[r], nd_mask[r]), cap)
+            kept, root_arg = _apply(dp, costs[r], values[r], pareto(costs[r], values[r], nd_mask[r]), cap)
             child_args: list[np.ndarray | int] = []
             for ch in u.children:
-                kept, a = _apply(kept, costs[ch], values[ch], _pareto(costs[ch], values[ch], nd_mask[ch]), cap)
+                kept, a = _apply(kept, costs[ch], values[ch], pareto(costs[ch], values[ch], nd_mask[ch]), cap)
                 child_args.append(a)
             if u.drop_ok:
                 flag: np.ndarray | bool = kept > dp  # ties: dropping is never costlier
@@ -458,7 +260,7 @@ def _dp(prob: _Problem, costs: np.ndarray, cap: int) -> np.ndarray | None:
 # --------------------------------------------------------------------------
 
 
-def _greedy_fill(prob: _Problem, start: np.ndarray) -> np.ndarray:
+def _greedy_fill(prob: Instance, start: np.ndarray) -> np.ndarray:
     """Improve a feasible assignment by best-ratio upgrades that fit the budget.
 
     Entries outside groups, and members of kept groups, may move to any option
@@ -473,16 +275,16 @@ def _greedy_fill(prob: _Problem, start: np.ndarray) -> np.ndarray:
     cost = prob.costs.tolist()
     val = prob.values.tolist()
     ch = start.astype(np.int64).tolist()
-    remaining = prob.budget - int(_total(prob.costs, start))
+    remaining = prob.budget - int(total(prob.costs, start))
     masks_all = prob.allowed.tolist()
-    masks_nd = (prob.allowed & _NON_DROP).tolist()
+    masks_nd = (prob.allowed & NON_DROP).tolist()
     in_group = np.zeros(n, dtype=bool)
     for u in prob.units:
         if u.children:
             in_group[list(u.members)] = True
     in_group_l = in_group.tolist()
-    cheap_nd = _cheapest(prob.costs, prob.values, prob.allowed & _NON_DROP).tolist()
-    rich_nd = _richest(prob.costs, prob.values, prob.allowed & _NON_DROP).tolist()
+    cheap_nd = cheapest(prob.costs, prob.values, prob.allowed & NON_DROP).tolist()
+    rich_nd = richest(prob.costs, prob.values, prob.allowed & NON_DROP).tolist()
     version = [0] * n
     heap: list[tuple[float, float, int, int, int, int]] = []
     ENTRY, BUNDLE = 0, 1
@@ -550,6 +352,102 @@ def _greedy_fill(prob: _Problem, start: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------
+# LP relaxation, a core solved exactly, and the certified gap
+# --------------------------------------------------------------------------
+
+
+def _lp_bound(prob: Instance) -> float:
+    """The LP optimum over the hulls, stated as a Lagrangian bound (valid whatever the hulls)."""
+    h = lp.hulls(prob)
+    if h.base_cost > prob.budget:
+        return math.inf
+    rel = lp.relax(h, prob.budget, prob.roots.shape[0])
+    return lp.bound(prob, rel.lam)
+
+
+def _core(prob: Instance, prices: lp.Prices, gap: float, core_cells: int) -> tuple[np.ndarray | None, float]:
+    """Solve exactly the units that could still beat the answer in hand, the rest fixed.
+
+    A unit whose every other state costs a penalty of ``gap`` or more (at the margin's
+    price) is at its best state in any better answer, and so is an option whose penalty
+    is that large; the other units (as many as fit ``core_cells`` cells of the DP, least
+    penalty first) are solved by the DP over their remaining options, the costs of a unit
+    that may not be dropped counted above its cheapest option. Returns the assignment
+    (None if none fits) and the least penalty of a unit left out (inf when none is).
+    """
+    U, rows = prob.roots.shape[0], np.arange(prob.n)
+    unit_of, best = prob.unit_of, prices.best
+    allowed = prob.allowed & (prices.option_pen < gap)
+    allowed[rows, best] = True
+    in_group = prob.grouped[unit_of]
+    drop = np.bincount(unit_of, weights=~allowed[:, DROP], minlength=U) == 0  # the unit may still be dropped
+    allowed[:, DROP] &= drop[unit_of]
+    allowed[in_group & ~drop[unit_of], DROP] = False
+    masked = np.where(allowed, prob.costs, INT64_MAX)
+    shift = np.where(drop[unit_of], 0, masked.min(axis=1))
+    top = np.where(allowed, prob.costs, 0).max(axis=1) - shift
+    best_cost = np.bincount(unit_of, weights=prob.costs[rows, best], minlength=U)
+    unit_shift = np.bincount(unit_of, weights=shift, minlength=U)
+    span = np.bincount(unit_of, weights=top, minlength=U)
+    size = np.bincount(unit_of, minlength=U)
+    by_pen = np.argsort(prices.unit_pen, kind="stable")
+    want = int(np.searchsorted(prices.unit_pen[by_pen], gap, side="left"))
+    room = prob.budget - best_cost.sum() + np.cumsum(best_cost[by_pen] - unit_shift[by_pen])
+    cells = np.cumsum(size[by_pen]) * (np.clip(np.minimum(room, np.cumsum(span[by_pen])), 0, None) + 1)
+    k = min(want, int(np.searchsorted(cells, core_cells, side="right")))
+    outside = float(prices.unit_pen[by_pen[k]]) if k < U else math.inf
+    if k == 0:
+        return (best if best_cost.sum() <= prob.budget else None), outside
+    core = np.zeros(U, dtype=bool)
+    core[by_pen[:k]] = True
+    members = np.flatnonzero(core[unit_of])
+    cap = int(round(room[k - 1]))
+    if cap < 0:
+        return None, outside
+    par = prob.parent[members]
+    par = np.where(par >= 0, np.searchsorted(members, np.maximum(par, 0)), -1)
+    sub = prepare(prob.costs[members], prob.values[members], cap, allowed[members], par)
+    costs = np.where(allowed[members], prob.costs[members] - shift[members, None], 0)
+    if int(total(costs, min_cost_choices(sub, costs))) > cap:
+        return None, outside
+    choices = _dp(sub, costs, min(cap, int(top[members].sum())))
+    if choices is None:
+        return None, outside
+    out = best.copy()
+    out[members] = choices
+    return out, outside
+
+
+def _solve_lp(prob: Instance, tol: float, core_cells: int) -> Solution:
+    """LP relaxation, rounded and filled; if its gap is above ``tol``, the core solved exactly."""
+    h = lp.hulls(prob)
+    if h.base_cost > prob.budget:
+        check_budget(prob)  # raises, with the message every solver gives
+    rel = lp.relax(h, prob.budget, prob.roots.shape[0])
+    choices = lp.decode(prob, h, lp.fill(h, rel))
+    value = float(total(prob.values, choices))
+    prices = lp.penalties(prob, rel.lam)
+    upper = prices.upper
+    if rel.critical == h.unit.shape[0]:  # every hull step fits: the most valuable assignment
+        return _make_solution(prob, choices, exact=True, method="lp")
+    if upper - value <= tol * upper:
+        return _make_solution(prob, choices, exact=upper <= value, method="lp", bound=upper)
+    core, outside = _core(prob, prices, upper - value, core_cells)
+    restricted = -math.inf
+    method = "lp"
+    if core is not None:
+        restricted = float(total(prob.values, core))
+        if restricted > value:
+            choices, method = core, "lp-core"
+    # a better answer either keeps every unit left out at its best state (then the core
+    # found it) or moves one of them (then it is below upper - outside); an option
+    # taken out of the core was at most worth the answer in hand
+    upper = min(upper, max(restricted, upper - outside, value))
+    value = max(value, restricted)
+    return _make_solution(prob, choices, exact=upper <= value, method=method, bound=upper)
+
+
+# --------------------------------------------------------------------------
 # Public solvers
 # --------------------------------------------------------------------------
 
@@ -572,11 +470,11 @@ def solve_greedy(
         ParameterError: malformed inputs (the message names the argument).
         InfeasibleError: even the cheapest allowed assignment exceeds ``budget``.
     """
-    return _solve_greedy(_prepare(costs, values, budget, allowed, parent))
+    return _solve_greedy(prepare(costs, values, budget, allowed, parent))
 
 
-def _solve_greedy(prob: _Problem) -> Solution:
-    start = _check_budget(prob)
+def _solve_greedy(prob: Instance) -> Solution:
+    start = check_budget(prob)
     return _make_solution(prob, _greedy_fill(prob, start), exact=False, method="greedy")
 
 
@@ -605,12 +503,12 @@ def solve_exact(
         ParameterError: malformed inputs (the message names the argument).
         InfeasibleError: even the cheapest allowed assignment exceeds ``budget``.
     """
-    prob = _prepare(costs, values, budget, allowed, parent)
-    return _solve_exact(prob, _as_int(max_cells, "max_cells", minimum=1))
+    prob = prepare(costs, values, budget, allowed, parent)
+    return _solve_exact(prob, as_int(max_cells, "max_cells", minimum=1))
 
 
-def _solve_exact(prob: _Problem, cells_limit: int) -> Solution:
-    start = _check_budget(prob)
+def _solve_exact(prob: Instance, cells_limit: int) -> Solution:
+    start = check_budget(prob)
     upper = int(np.where(prob.allowed, prob.costs, 0).max(axis=1).sum()) if prob.n else 0
     cap = min(prob.budget, upper)
     cells = prob.n * (cap + 1)
@@ -623,7 +521,7 @@ def _solve_exact(prob: _Problem, cells_limit: int) -> Solution:
     scaled_costs = -(-prob.costs // scale)
     scaled_cap = cap // scale
     greedy = _make_solution(prob, _greedy_fill(prob, start), exact=False, method="greedy")
-    scaled_min = int(_total(scaled_costs, _min_cost_choices(prob, scaled_costs)))
+    scaled_min = int(total(scaled_costs, min_cost_choices(prob, scaled_costs)))
     if scaled_min > scaled_cap:
         return greedy  # rounding made the scaled problem infeasible
     choices = _dp(prob, scaled_costs, scaled_cap)
@@ -631,6 +529,41 @@ def _solve_exact(prob: _Problem, cells_limit: int) -> Solution:
         return greedy
     scaled = _make_solution(prob, _greedy_fill(prob, choices), exact=False, method="dp-scaled")
     return scaled if scaled.value >= greedy.value else greedy
+
+
+def solve_lp(
+    costs: ArrayLike,
+    values: ArrayLike,
+    budget: int,
+    *,
+    allowed: ArrayLike | None = None,
+    parent: ArrayLike | None = None,
+    tol: float = GAP_TOLERANCE,
+    core_cells: int = CORE_CELLS,
+) -> Solution:
+    """LP relaxation over each entry's hull, rounded, with a certified gap (:mod:`salience.selector.lp`).
+
+    The relaxation's steps are taken by value per token while they fit; the rounded
+    answer is filled with the later steps that still fit. Its gap to the Lagrangian
+    bound at the margin's price is checked: above ``tol`` (a share of the bound), the
+    units that could still improve on it (those whose other states cost less than the
+    gap) are solved exactly by the DP, as many as fit ``core_cells`` cells, the others
+    fixed, and the bound is tightened by what a unit left out would have to give up.
+    ``method`` is ``"lp"`` or ``"lp-core"``; ``exact`` when the bound is met. Runs in
+    ``O(n log n)`` array operations plus the core's DP.
+
+    Raises:
+        ParameterError: malformed inputs (the message names the argument).
+        InfeasibleError: even the cheapest allowed assignment exceeds ``budget``.
+    """
+    prob = prepare(costs, values, budget, allowed, parent)
+    return _solve_lp(prob, _as_tol(tol), as_int(core_cells, "core_cells", minimum=1))
+
+
+def _as_tol(tol: object) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not 0.0 <= float(tol) < 1.0:
+        raise ParameterError(f"tol must be a number in [0, 1), a share of the bound (got {tol!r})")
+    return float(tol)
 
 
 def solve(
@@ -642,34 +575,52 @@ def solve(
     parent: ArrayLike | None = None,
     method: str = "auto",
     max_cells: int = 20_000_000,
+    tol: float = GAP_TOLERANCE,
 ) -> Solution:
     """Choose one option per entry maximising value within ``budget``.
 
     ``method``:
         * ``"auto"`` -- if the most valuable feasible assignment fits, return it
-          (``method="trivial"``, exact); else for more than 20,000 entries use
-          :func:`solve_greedy`, otherwise :func:`solve_exact`.
+          (``method="trivial"``, exact); if the exact DP is small
+          (``n * (budget + 1) <= EXACT_CELLS``), run it; otherwise :func:`solve_lp`,
+          and only if its certified gap is still above ``tol`` also
+          :func:`solve_exact` (exact within ``max_cells``, else cost-scaled), keeping
+          the better answer and the tighter bound.
+        * ``"lp"`` -- :func:`solve_lp` alone.
         * ``"exact"`` -- :func:`solve_exact`.
         * ``"greedy"`` -- :func:`solve_greedy`.
 
+    Every answer states its :attr:`Solution.bound` and :attr:`Solution.gap`.
+
     Raises:
-        ParameterError: malformed inputs or an unknown ``method``.
+        ParameterError: malformed inputs, an unknown ``method`` or a ``tol`` outside [0, 1).
         InfeasibleError: even the cheapest allowed assignment exceeds ``budget``.
     """
     if method not in METHODS:
         raise ParameterError(f"method must be one of {', '.join(repr(m) for m in METHODS)} (got {method!r})")
+    tolerance = _as_tol(tol)
     if method == "exact":
         return solve_exact(costs, values, budget, allowed=allowed, parent=parent, max_cells=max_cells)
     if method == "greedy":
         return solve_greedy(costs, values, budget, allowed=allowed, parent=parent)
-    prob = _prepare(costs, values, budget, allowed, parent)
-    cells_limit = _as_int(max_cells, "max_cells", minimum=1)
-    best = _max_value_choices(prob)
-    if int(_total(prob.costs, best)) <= prob.budget:
+    prob = prepare(costs, values, budget, allowed, parent)
+    cells_limit = as_int(max_cells, "max_cells", minimum=1)
+    if method == "lp":
+        return _solve_lp(prob, tolerance, CORE_CELLS)
+    best = max_value_choices(prob)
+    if int(total(prob.costs, best)) <= prob.budget:
         return _make_solution(prob, best, exact=True, method="trivial")
-    if prob.n > GREEDY_ABOVE:
-        return _solve_greedy(prob)
-    return _solve_exact(prob, cells_limit)
+    upper = int(np.where(prob.allowed, prob.costs, 0).max(axis=1).sum()) if prob.n else 0
+    if prob.n * (min(prob.budget, upper) + 1) <= min(EXACT_CELLS, cells_limit):
+        return _solve_exact(prob, cells_limit)
+    sol = _solve_lp(prob, tolerance, CORE_CELLS)
+    if sol.gap <= tolerance:
+        return sol
+    other = _solve_exact(prob, cells_limit)
+    if other.exact or other.value > sol.value:
+        return _make_solution(prob, other.choices, exact=other.exact, method=other.method,
+                              bound=min(sol.bound, other.bound))
+    return sol
 
 
 def brute_force(
@@ -691,7 +642,7 @@ def brute_force(
         ParameterError: malformed inputs or too many assignments.
         InfeasibleError: no allowed assignment fits the budget.
     """
-    prob = _prepare(costs, values, budget, allowed, parent)
+    prob = prepare(costs, values, budget, allowed, parent)
     n = prob.n
     opts: Sequence[np.ndarray] = [np.flatnonzero(prob.allowed[i]) for i in range(n)]
     total = math.prod(len(o) for o in opts)

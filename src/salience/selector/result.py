@@ -59,6 +59,10 @@ class Compaction:
             stay beside it) exceeds the budget and ``on_over_budget="keep_pins"`` returned
             it anyway.
         method: how the selection was made (``"fits"``, a solver method, ``"session-noop"``...).
+        solver_gap: how far below the best selection (by the solver's objective) this one
+            can be, as a share of the solver's upper bound: the selection is worth at least
+            ``1 - solver_gap`` of the optimum (0.0 when proven optimal; None when no solver
+            ran: everything fit, or a session only appended).
         source: the input as a Transcript (what :meth:`restore` restores from).
         source_tokens: tokens of the input.
     """
@@ -81,6 +85,7 @@ class Compaction:
     phase: Phase | None = None
     over_budget: bool = False
     method: str = ""
+    solver_gap: float | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickled with plain dicts: its read-only mappings (mappingproxy) do not pickle themselves
@@ -212,6 +217,7 @@ class Ledger:
         scores: np.ndarray | None = None,
         phase: Phase | None = None,
         over_budget: bool = False,
+        solver_gap: float | None = None,
     ) -> Compaction:
         """The :class:`Compaction` of this ledger (read-only copies of its parts) and the rendered result."""
         if scores is not None:
@@ -236,4 +242,5 @@ class Ledger:
             phase=phase,
             over_budget=over_budget,
             method=method,
+            solver_gap=solver_gap,
         )

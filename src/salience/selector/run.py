@@ -119,6 +119,7 @@ class Run:
         self._scores: dict[str | None, np.ndarray] = {}
         self._system: np.ndarray | None = None
         self._edits: np.ndarray | None = None
+        self.solver_gap: float | None = None  # of the last solve (None: no solver ran)
 
     # -- renderings -----------------------------------------------------------
     def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
@@ -284,18 +285,21 @@ class Run:
         return min_cost(costs, allowed, self.units)
 
     def solve(self, prob: Problem, budget: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, str, bool]:
-        """(choices, method, over_budget); raises :class:`BudgetError` per ``on_over_budget``."""
+        """(choices, method, over_budget); raises :class:`BudgetError` per ``on_over_budget``.
+        The solver's certified gap is kept in :attr:`solver_gap` for :meth:`assemble`."""
         allowed = prob.allowed if allowed is None else allowed
         kwargs = dict(allowed=allowed, parent=self.parent, method=self.cfg.solver)
         try:
             sol = knapsack.solve(prob.costs, prob.values, budget, **kwargs)  # type: ignore[arg-type]
-            return np.asarray(sol.choices, dtype=np.int64), sol.method, False
+            over = False
         except knapsack.InfeasibleError as exc:
             required = exc.min_cost
             if required is None or self.cfg.on_over_budget == "raise":
                 raise self._budget_error(budget, required, prob.pins) from None
             sol = knapsack.solve(prob.costs, prob.values, required, **kwargs)  # type: ignore[arg-type]
-            return np.asarray(sol.choices, dtype=np.int64), sol.method, True
+            over = True
+        self.solver_gap = sol.gap
+        return np.asarray(sol.choices, dtype=np.int64), sol.method, over
 
     def _budget_error(self, budget: int, required: int | None, pins: int) -> BudgetError:
         # Only what may not give way makes a problem infeasible: system entries kept whole
@@ -356,7 +360,8 @@ class Run:
         messages, system = render(transcript, self.fmt, self.messages)
         return ledger.compaction(messages=messages, system=system, fmt=self.fmt, transcript=transcript,
                                  source=self.source, tokens=tokens, source_tokens=sum(self.src_cost), budget=budget,
-                                 method=method, scores=scores, phase=phase, over_budget=over_budget)
+                                 method=method, scores=scores, phase=phase, over_budget=over_budget,
+                                 solver_gap=self.solver_gap)
 
     def full_choices(self) -> np.ndarray:
         return np.zeros(self.n, dtype=np.int64)
