@@ -529,7 +529,8 @@ PROXY_PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "resp
 
 
 class FakeUpstream:
-    """The network edge: an ``httpx.MockTransport`` handler that records each request and answers 200."""
+    """The network edge: an ``httpx.MockTransport`` handler that records each request and answers 200;
+    given the restore tool, its model calls it once (for ``m1``), so the proxy's answer is fuzzed too."""
 
     def __init__(self) -> None:
         self.received: list[tuple[str, bytes]] = []
@@ -540,7 +541,24 @@ class FakeUpstream:
         self.received.append((request.url.path, request.content))
         if len(self.received) > 100_000:
             raise RuntimeError("the fake upstream got more requests than the fuzz makes")
-        return httpx.Response(200, json={"id": "r1", "object": "chat.completion", "choices": []})
+        body = json.loads(request.content)
+        tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+        asked = "salience_restore" in json.dumps(tools) and "rs_fuzz" not in request.content.decode()
+        path = request.url.path
+        if path.endswith("/messages"):
+            content: list[Any] = [{"type": "tool_use", "id": "rs_fuzz", "name": "salience_restore",
+                                   "input": {"ids": ["m1"]}}] if asked else [{"type": "text", "text": "ok"}]
+            return httpx.Response(200, json={"type": "message", "role": "assistant", "content": content})
+        if path.endswith("/responses"):
+            output = [{"type": "function_call", "call_id": "rs_fuzz", "name": "salience_restore",
+                       "arguments": '{"ids": ["m1"]}'}] if asked else []
+            return httpx.Response(200, json={"object": "response", "output": output})
+        message: dict[str, Any] = {"role": "assistant", "content": "ok"}
+        if asked:
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "rs_fuzz", "type": "function", "function": {"name": "salience_restore",
+                                                                   "arguments": '{"ids": ["m1"]}'}}]}
+        return httpx.Response(200, json={"object": "chat.completion", "choices": [{"index": 0, "message": message}]})
 
 
 @pytest.fixture(scope="module")
@@ -557,7 +575,7 @@ def proxy_client() -> Iterator[tuple[Any, FakeUpstream]]:
     upstream = FakeUpstream()
     config = ProxyConfig(upstream="http://upstream.test", compactor=Compactor(scorer=RecencyScorer()), budget=400,
                          transport=httpx.MockTransport(upstream), limits=Limits(max_bytes=PROXY_LIMIT_BYTES),
-                         timeout=30)
+                         timeout=30, restore_tool=True)
     with TestClient(build_app(config), raise_server_exceptions=False) as client:
         yield client, upstream
 
@@ -604,8 +622,9 @@ def test_fuzz_proxy(proxy_client: tuple[Any, FakeUpstream], endpoint: str) -> No
 
     @settings(FUZZ, max_examples=max(10, EXAMPLES // 2))
     @given(seed=st.sampled_from(range(len(OPENAI_SEEDS))),
-           ops=mutations(RESPONSES_FIELDS if endpoint == "responses" else FIELDS),
-           top=st.one_of(st.none(), st.tuples(BODY_FIELDS, ODD_VALUES)), byte_ops=BYTE_OPS,
+           ops=st.one_of(st.just([]), mutations(RESPONSES_FIELDS if endpoint == "responses" else FIELDS)),
+           top=st.one_of(st.none(), st.none(), st.tuples(BODY_FIELDS, ODD_VALUES)),
+           byte_ops=st.one_of(st.just([]), BYTE_OPS),
            budget=st.one_of(st.none(), st.sampled_from(["300", "50%", "0", "-1", "lots", "1" * 30])))
     def case(seed: int, ops: list[tuple[Any, ...]], top: tuple[str, Any] | None, byte_ops: list[tuple[str, float]],
              budget: str | None) -> None:
@@ -621,19 +640,20 @@ def test_fuzz_proxy(proxy_client: tuple[Any, FakeUpstream], endpoint: str) -> No
             before = len(upstream.received)
             response = client.post(PROXY_PATHS[endpoint], content=raw, headers=headers)
             forwarded = upstream.received[before:]
-            if response.status_code == 200:
-                assert len(forwarded) == 1, f"{len(forwarded)} requests upstream for one"
-                path, sent = forwarded[0]
-                assert path == PROXY_PATHS[endpoint]
-                return sent
+            if response.status_code == 200:  # forwarded once, or twice when the model asked to restore
+                assert len(forwarded) in (1, 2), f"{len(forwarded)} requests upstream for one"
+                assert all(path == PROXY_PATHS[endpoint] for path, _ in forwarded)
+                assert "rs_fuzz" not in response.text, "the client got the restore call"
+                COUNTS[f"proxy {PROXY_PATHS[endpoint]}"]["restore_answered"] += len(forwarded) - 1
+                return [sent for _, sent in forwarded]
             if response.status_code in (400, 413):
                 assert not forwarded, "a refused body was forwarded"
                 error = response.json()["error"]
                 raise SalienceError(f"{response.status_code}: {error['message']}")
             raise RuntimeError(f"the proxy answered {response.status_code}: {response.text[:300]}")
 
-        check(f"proxy {PROXY_PATHS[endpoint]}", run, raw, lambda sent: _forwarded_problems(endpoint, sent),
-              where=PROXY_WHERE)
+        check(f"proxy {PROXY_PATHS[endpoint]}", run, raw,
+              lambda sent: [p for body in sent for p in _forwarded_problems(endpoint, body)], where=PROXY_WHERE)
 
     case()
 

@@ -238,6 +238,7 @@ def test_openai_chat(servers, stream, caplog):
     headers, body = last(upstream, "/v1/chat/completions")
     assert headers["authorization"] == f"Bearer {SECRET}"
     assert body["stream"] is stream if stream else "stream" not in body
+    assert "tools" not in body  # no restore tool without restore_tool=True
     sent = body["messages"]
     assert check_openai(sent) == []
     assert tokens(Transcript.from_openai(sent)) <= BUDGET < tokens(Transcript.from_openai(history))
@@ -468,3 +469,185 @@ def test_lone_surrogates_and_parallel_responses_calls_are_forwarded(limited_prox
     response = client.post("/v1/responses", json={"model": "m", "input": items})
     assert response.status_code == 200, response.text
     assert recorder.bodies[-1]["input"] == items
+
+
+# -- the restore tool (--restore-tool): added to requests, the model's calls answered in the proxy -----------
+
+RESTORE = "salience_restore"
+MARKER = __import__("re").compile(r"restore id (m\d+) via " + RESTORE)
+
+
+class ScriptedUpstream:
+    """A fake OpenAI + Anthropic API whose model calls the restore tool for the first marker it sees.
+
+    The model name says how: ``restore-once`` (one call, then an answer quoting the result),
+    ``restore-mixed`` (a restore call beside a call of the client's own ``lookup`` tool),
+    ``restore-forever`` (a restore call every time); anything else answers at once.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, Any]] = []
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                                     Route("/v1/messages", self.messages, methods=["POST"]),
+                                     Route("/v1/responses", self.responses, methods=["POST"])])
+
+    async def _record(self, request: Request) -> Any:
+        body = json.loads(await request.body())
+        self.received.append((request.url.path, body))
+        assert len(self.received) <= MAX_REQUESTS
+        return body
+
+    @staticmethod
+    def _wanted(body: Any, history: Any, names: list[str], answered: bool) -> str | None:
+        mode = body["model"]
+        if not mode.startswith("restore-") or RESTORE not in names or (answered and mode != "restore-forever"):
+            return None
+        found = MARKER.findall(json.dumps(history))
+        return found[0] if found else "m2"  # an entry that was dropped without a marker: in the archive too
+
+    async def chat(self, request: Request) -> Response:
+        body = await self._record(request)
+        names = [t["function"]["name"] for t in body.get("tools", [])]
+        last = body["messages"][-1]
+        answered = last["role"] == "tool" and last["tool_call_id"].startswith("rs")
+        wanted = self._wanted(body, body["messages"], names, answered)
+        message: dict[str, Any] = {"role": "assistant", "content": f"done: {last['content'][:30]}" if answered
+                                   else "plain"}
+        if wanted is not None:
+            calls = [{"id": f"rs{len(self.received)}", "type": "function",
+                      "function": {"name": RESTORE, "arguments": json.dumps({"ids": [wanted]})}}]
+            if body["model"] == "restore-mixed":
+                calls.append({"id": "own1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}})
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
+        return JSONResponse({"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                             "choices": [{"index": 0, "message": message,
+                                          "finish_reason": "tool_calls" if wanted else "stop"}]})
+
+    async def messages(self, request: Request) -> Response:
+        body = await self._record(request)
+        names = [t["name"] for t in body.get("tools", [])]
+        last = body["messages"][-1]["content"]
+        answered = isinstance(last, list) and last[0].get("type") == "tool_result" and last[0][
+            "tool_use_id"].startswith("rs")
+        wanted = self._wanted(body, body["messages"], names, answered)
+        content: list[Any] = [{"type": "text", "text": "done" if answered else "plain"}]
+        if wanted is not None:
+            content = [{"type": "tool_use", "id": f"rs{len(self.received)}", "name": RESTORE,
+                        "input": {"ids": [wanted]}}]
+        return JSONResponse({"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                             "content": content, "stop_reason": "tool_use" if wanted else "end_turn",
+                             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 2}})
+
+    async def responses(self, request: Request) -> Response:
+        body = await self._record(request)
+        names = [t["name"] for t in body.get("tools", [])]
+        last = body["input"][-1]
+        answered = last.get("type") == "function_call_output" and last["call_id"].startswith("rs")
+        wanted = self._wanted(body, body["input"], names, answered)
+        output: list[Any] = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                              "content": [{"type": "output_text", "text": "done" if answered else "plain",
+                                           "annotations": []}]}]
+        if wanted is not None:
+            output = [{"type": "function_call", "id": "fc_r", "call_id": f"rs{len(self.received)}", "name": RESTORE,
+                       "arguments": json.dumps({"ids": [wanted]}), "status": "completed"}]
+        return JSONResponse({"id": "resp_1", "object": "response", "created_at": 0, "model": body["model"],
+                             "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto",
+                             "tools": [], "output": output})
+
+
+@pytest.fixture(scope="module")
+def restoring() -> Iterator[tuple[ScriptedUpstream, Served, Any]]:
+    upstream = ScriptedUpstream()
+    compactor = Compactor(scorer=Flat(), budget=BUDGET, counter=words, pin_last=2, max_entry_tokens=None)
+    with Served(upstream.app) as up:
+        app = build_app(ProxyConfig(upstream=up.url, compactor=compactor, timeout=30, restore_tool=True))
+        with Served(app) as proxy:
+            yield upstream, proxy, app
+
+
+def _sent(upstream: ScriptedUpstream, before: int) -> list[Any]:
+    return [body for _, body in upstream.received[before:]]
+
+
+def test_restore_tool_chat_is_added_and_answered_with_the_archived_text(restoring):
+    upstream, proxy, app = restoring
+    history = openai_history()
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    before = len(upstream.received)
+    reply = openai_client(proxy).chat.completions.create(model="restore-once", messages=history, tools=[lookup])
+    first, second = _sent(upstream, before)
+    # the tool is added after the client's own, in the Chat Completions format
+    assert [t["function"]["name"] for t in first["tools"]] == ["lookup", RESTORE]
+    wanted = MARKER.findall(json.dumps(first["messages"]))[0]
+    # the follow-up: the same compacted request, the model's call, and the archived message exactly
+    assert second["messages"][:len(first["messages"])] == first["messages"]
+    call, answer = second["messages"][len(first["messages"]):]
+    assert call["tool_calls"][0]["function"]["name"] == RESTORE
+    assert answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
+                      "content": history[int(wanted[1:])]["content"]}
+    assert check_openai(second["messages"]) == []
+    # the client sees the model's answer, never the restore call
+    assert reply.choices[0].message.content == "done: " + history[int(wanted[1:])]["content"][:30]
+    assert not reply.choices[0].message.tool_calls
+    assert httpx.get(proxy.url + "/metrics", timeout=10).json()["chat"]["restore_calls_answered"] >= 1
+
+
+def test_restore_tool_anthropic_and_responses(restoring):
+    upstream, proxy, _ = restoring
+    history = anthropic_history()
+    before = len(upstream.received)
+    reply = anthropic_client(proxy).messages.create(model="restore-once", max_tokens=64, system="Be brief.",
+                                                    messages=history)
+    first, second = _sent(upstream, before)
+    assert first["tools"][-1]["name"] == RESTORE and "input_schema" in first["tools"][-1]
+    wanted = (MARKER.findall(json.dumps(first["messages"])) or ["m2"])[0]
+    result = second["messages"][-1]["content"][0]
+    original = Transcript.from_anthropic(history, system="Be brief.")
+    assert result["type"] == "tool_result" and result["content"] == next(
+        e.content for e in original.entries if e.id == wanted)
+    assert check_anthropic(second["messages"], system=second.get("system")) == []
+    assert [b.type for b in reply.content] == ["text"] and reply.content[0].text == "done"
+
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Check my trips."}]
+    for i in range(8):
+        items += [{"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": json.dumps({"k": i})},
+                  {"type": "function_call_output", "call_id": f"c{i}", "output": log_text(f"K{i}")}]
+    items.append({"role": "user", "content": "Which one is delayed?"})
+    before = len(upstream.received)
+    reply = openai_client(proxy).responses.create(model="restore-once", input=items)
+    first, second = _sent(upstream, before)
+    assert first["tools"] == [{"type": "function", "name": RESTORE, "description": first["tools"][0]["description"],
+                               "parameters": first["tools"][0]["parameters"], "strict": False}]
+    wanted = MARKER.findall(json.dumps(first["input"]))[0]
+    assert second["input"][-1]["output"] == next(e.content for e in from_responses(items).entries if e.id == wanted)
+    assert check_responses(second["input"]) == []
+    assert reply.output_text == "done"
+
+
+def test_restore_calls_beside_the_clients_own_are_taken_out(restoring):
+    upstream, proxy, _ = restoring
+    before = len(upstream.received)
+    reply = openai_client(proxy).chat.completions.create(model="restore-mixed", messages=openai_history())
+    assert len(_sent(upstream, before)) == 1  # not answered: the client's call must go to the client
+    assert [c.function.name for c in reply.choices[0].message.tool_calls] == ["lookup"]
+
+
+def test_restore_rounds_are_bounded(restoring):
+    upstream, proxy, _ = restoring
+    before = len(upstream.received)
+    reply = anthropic_client(proxy).messages.create(model="restore-forever", max_tokens=64,
+                                                    messages=anthropic_history())
+    assert len(_sent(upstream, before)) == 4  # the request and three answered rounds
+    assert [b.type for b in reply.content] == ["text"] and "restore" in reply.content[0].text
+    assert reply.stop_reason == "end_turn"
+
+
+def test_streaming_requests_go_without_the_restore_tool(restoring):
+    upstream, proxy, _ = restoring
+    before = len(upstream.received)
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    body = {"model": "restore-once", "messages": openai_history(), "tools": [lookup], "stream": True}
+    assert httpx.post(proxy.url + "/v1/chat/completions", json=body, timeout=30).status_code == 200
+    (sent,) = _sent(upstream, before)
+    assert [t["function"]["name"] for t in sent["tools"]] == ["lookup"]
+    assert MARKER.search(json.dumps(sent["messages"]))  # compacted all the same

@@ -36,6 +36,9 @@ Rules:
   before its call...) gets a 400. The error (in the provider's error shape) names where:
   the line and column, the field, the message or item; it is never forwarded, and never
   a 500. An upstream that cannot be reached gets a 502.
+* **Restore tool** (``restore_tool``, ``--restore-tool``): added to compacted non-streaming
+  requests; the model's calls to it answered inside the proxy from that request's
+  archive (what is and is not supported: :mod:`salience.adapters._proxy_restore`).
 * **Logs**: one line per request (endpoint, status, tokens, milliseconds); nothing of
   the prompt unless ``log_content``.
 
@@ -66,10 +69,12 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('salience proxy needs starlette, uvicorn and httpx: pip install "salience[proxy]"') from exc
 
+from salience.adapters._proxy_restore import add_tool, follow_up, restore_calls, strip_calls, wants_tool
 from salience.errors import BudgetError, LimitError, ParameterError, SalienceError, TranscriptError, describe
 from salience.limits import Limits, check_size, current, limited, loads
 from salience.messages.responses import check_responses, from_responses, to_responses
 from salience.messages.validate import check_anthropic, check_openai
+from salience.selector.restore import RestoreTool
 from salience.transcript import Entry, Transcript
 
 if TYPE_CHECKING:
@@ -128,7 +133,9 @@ class ProxyConfig:
     a trailing ``/v1`` is fine). ``budget`` tokens or ``budget_share`` of ``window`` (None:
     by model name). ``transport``: an ``httpx`` transport (tests: ``httpx.MockTransport``).
     ``limits``: the bounds on a request body (:mod:`salience.limits`; default: the limits in
-    force where the config is made, :func:`salience.limits.current`).
+    force where the config is made, :func:`salience.limits.current`). ``restore_tool``: add
+    the restore tool to non-streaming requests and answer its calls, at most
+    ``restore_rounds`` times per request (:mod:`salience.adapters._proxy_restore`).
     """
 
     upstream: str
@@ -141,6 +148,8 @@ class ProxyConfig:
     max_sessions: int = 1024
     transport: Any = None
     limits: Limits = field(default_factory=current)
+    restore_tool: bool = False
+    restore_rounds: int = 3
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -160,12 +169,14 @@ class ProxyMetrics:
     tokens_in: dict[str, int] = field(default_factory=dict)
     tokens_out: dict[str, int] = field(default_factory=dict)
     compacted: dict[str, int] = field(default_factory=dict)
+    restored: dict[str, int] = field(default_factory=dict)
     latency: dict[str, deque[float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, endpoint: str, *, tokens_in: int = 0, tokens_out: int = 0, ms: float | None = None,
-               error: bool = False, compacted: bool = False) -> None:
+               error: bool = False, compacted: bool = False, restored: int = 0) -> None:
         with self.lock:
+            self.restored[endpoint] = self.restored.get(endpoint, 0) + restored
             self.requests[endpoint] = self.requests.get(endpoint, 0) + 1
             self.errors[endpoint] = self.errors.get(endpoint, 0) + int(error)
             self.tokens_in[endpoint] = self.tokens_in.get(endpoint, 0) + tokens_in
@@ -181,6 +192,7 @@ class ProxyMetrics:
                 lat = list(self.latency.get(endpoint, ()))
                 out[endpoint] = {
                     "requests": n, "errors": self.errors.get(endpoint, 0), "compacted": self.compacted.get(endpoint, 0),
+                    "restore_calls_answered": self.restored.get(endpoint, 0),
                     "tokens_in": self.tokens_in.get(endpoint, 0), "tokens_out": self.tokens_out.get(endpoint, 0),
                     "tokens_saved": self.tokens_in.get(endpoint, 0) - self.tokens_out.get(endpoint, 0),
                     "latency_ms_p50": round(_percentile(lat, 0.5), 3),
@@ -201,6 +213,8 @@ class _Proxy:
         self.session_locks: dict[Any, threading.Lock] = {}
         self.lock = threading.Lock()
         self.client: httpx.AsyncClient | None = None
+        make = getattr(config.compactor, "restore_tool", None)
+        self.restore: RestoreTool = make() if callable(make) else RestoreTool()
 
     # -- budget and sessions --------------------------------------------------------------------
     def budget_for(self, request: Request, model: Any) -> int:
@@ -398,6 +412,41 @@ def build_app(config: ProxyConfig) -> Starlette:
                                              transport=config.transport)
         return proxy.client
 
+    def unreachable(path: str, exc: Exception) -> Response:
+        log.warning("upstream %s unreachable: %s", proxy.base, type(exc).__name__)
+        endpoint = {"/v1/messages": "messages"}.get(path, "chat")
+        return _error(endpoint, 502, f"salience proxy: the upstream could not be reached ({type(exc).__name__})")
+
+    async def send_restoring(request: Request, path: str, endpoint: str, body: dict[str, Any],
+                             result: Compaction) -> tuple[Response, int]:
+        """Forward a non-streaming request and answer the model's restore calls (at most
+        ``restore_rounds`` times); (the last answer, the restore calls answered)."""
+        http = await client()
+        restore = proxy.restore
+        answered = 0
+        for turn in range(config.restore_rounds + 1):
+            upstream = http.build_request(request.method, proxy.base + path, headers=_forward_headers(request),
+                                          content=_encode(body), params=request.query_params)
+            try:
+                response = await http.send(upstream)
+            except httpx.HTTPError as exc:
+                return unreachable(path, exc), answered
+            data = response.content
+            try:
+                reply = json.loads(data) if response.status_code == 200 else None
+            except ValueError:
+                reply = None
+            calls, others = restore_calls(endpoint, reply, restore)
+            if not calls or not isinstance(reply, dict):
+                break
+            if others or turn == config.restore_rounds:
+                data = _encode(strip_calls(endpoint, reply, restore))
+                break
+            answers = [(cid, restore.answer(result, arguments)) for cid, arguments in calls]
+            answered += len(answers)
+            body = follow_up(endpoint, body, reply, answers)
+        return Response(data, status_code=response.status_code, headers=_response_headers(response.headers)), answered
+
     async def send(request: Request, path: str, content: bytes) -> Response:
         http = await client()
         upstream = http.build_request(request.method, proxy.base + path, headers=_forward_headers(request),
@@ -405,9 +454,7 @@ def build_app(config: ProxyConfig) -> Starlette:
         try:
             response = await http.send(upstream, stream=True)
         except httpx.HTTPError as exc:
-            log.warning("upstream %s unreachable: %s", proxy.base, type(exc).__name__)
-            endpoint = {"/v1/messages": "messages"}.get(path, "chat")
-            return _error(endpoint, 502, f"salience proxy: the upstream could not be reached ({type(exc).__name__})")
+            return unreachable(path, exc)
         content_type = response.headers.get("content-type", "")
         if "text/event-stream" in content_type:
             async def stream() -> Any:
@@ -467,13 +514,20 @@ def build_app(config: ProxyConfig) -> Starlette:
             except SalienceError as exc:
                 proxy.metrics.record(endpoint, error=True)
                 return _error(endpoint, 400, f"salience proxy: {exc}", None)
+            restoring = result is not None and config.restore_tool and wants_tool(endpoint, body)
+            if restoring:
+                body = add_tool(endpoint, body, proxy.restore)
             content = _encode(body) if result is not None else raw
             ms = (time.perf_counter() - started) * 1000
             tokens_in = result.source_tokens if result is not None else 0
             tokens_out = result.tokens if result is not None else 0
-            response = await send(request, path, content)
+            restored = 0
+            if restoring and result is not None:
+                response, restored = await send_restoring(request, path, endpoint, body, result)
+            else:
+                response = await send(request, path, content)
             proxy.metrics.record(endpoint, tokens_in=tokens_in, tokens_out=tokens_out, ms=ms,
-                                 error=response.status_code >= 400,
+                                 error=response.status_code >= 400, restored=restored,
                                  compacted=result is not None and result.tokens < result.source_tokens)
             log.info("%s %s -> %d: %d -> %d tokens, %.1f ms", request.method, path, response.status_code,
                      tokens_in, tokens_out, ms)

@@ -3,13 +3,15 @@
 Usage::
 
     salience proxy --upstream URL [--host 127.0.0.1] [--port 8787] [--budget N|P%] [--window N]
-                   [--scorer S] [--profile FILE] [--log-content]
+                   [--scorer S] [--profile FILE] [--log-content] [--restore-tool]
                    [--max-depth N] [--max-bytes SIZE] [--max-entries N]
 
 ``--budget`` is tokens, or a share of the model's context window (``--window``, else by
 model name); a request header ``x-salience-budget`` overrides it per request. The
 ``--max-*`` limits (every command that reads input has them, :mod:`salience.limits`)
 bound each request body: a larger one gets a 413, a deeper or longer one a 400.
+``--restore-tool`` adds the restore tool to non-streaming requests and answers the
+model's calls to it (what is supported: :mod:`salience.adapters._proxy_restore`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--profile", default=None, help="a tuned profile (salience tune) for the compactor")
     parser.add_argument("--log-content", action="store_true",
                         help="log what is sent upstream (prompt content; off by default)")
+    parser.add_argument("--restore-tool", action="store_true",
+                        help="add the restore tool (salience_restore) to each non-streaming request and answer the "
+                             "model's calls to it inside the proxy, from the archive of that request's compaction")
     parser.set_defaults(handler=run)
     return parser
 
@@ -66,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     compactor = Compactor(scorer=scorer, profile=profile, on_over_budget="keep_pins")
     config = ProxyConfig(upstream=args.upstream, compactor=compactor, budget=tokens, budget_share=share,
-                         window=args.window, log_content=args.log_content)
+                         window=args.window, log_content=args.log_content, restore_tool=args.restore_tool)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if note:
         print(f"salience: warning: {note}", file=sys.stderr)
