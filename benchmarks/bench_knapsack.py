@@ -4,8 +4,9 @@
 of the full cost, 25-token stubs, ~30% of entries in tool-call groups, a few
 pinned entries, and a 30,000-token budget. Prints milliseconds per call for
 :func:`solve_exact` (default ``max_cells``, which scales costs at this size,
-and with ``max_cells`` large enough to stay exact), :func:`solve_greedy` and
-:func:`solve`, plus each answer's value relative to the greedy one.
+and with ``max_cells`` large enough to stay exact), :func:`solve_greedy`,
+:func:`solve_lp` (the LP rounding alone, and with the core solved to a zero gap) and
+:func:`solve`, plus each answer's value relative to the greedy one and its certified gap.
 
 Run as ``python benchmarks/bench_knapsack.py [--n N] [--budget B] [--repeat R]``.
 Nothing is asserted about times.
@@ -23,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 try:
-    from salience.selector.knapsack import DROP, FULL, STUB, TRIM, Solution, solve, solve_exact, solve_greedy
+    from salience.selector.knapsack import DROP, FULL, STUB, TRIM, Solution, solve, solve_exact, solve_greedy, solve_lp
 except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from salience.selector.knapsack import DROP, FULL, STUB, TRIM, Solution, solve, solve_exact, solve_greedy
+    from salience.selector.knapsack import DROP, FULL, STUB, TRIM, Solution, solve, solve_exact, solve_greedy, solve_lp
 
 
 def make_context(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -108,7 +109,11 @@ def main(argv: list[str] | None = None) -> None:
             f"solve_exact (max_cells={big:,})",
             lambda: solve_exact(costs, values, args.budget, max_cells=big, allowed=allowed, parent=parent),
         ),
-        ("solve (auto)", lambda: solve(costs, values, args.budget, allowed=allowed, parent=parent)),
+        ("solve_lp (tol=1, no core)", lambda: solve_lp(costs, values, args.budget, allowed=allowed, parent=parent,
+                                                       tol=0.999)),
+        ("solve_lp (tol=0, core)", lambda: solve_lp(costs, values, args.budget, allowed=allowed, parent=parent,
+                                                    tol=0.0)),
+        ("solve (auto: the LP, tol=1e-4)", lambda: solve(costs, values, args.budget, allowed=allowed, parent=parent)),
     ]
     greedy_value = None
     for name, fn in runs:
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         counts = np.bincount(sol.choices, minlength=4)
         print(
             f"{name:<38} {ms:9.1f} ms/call  method={sol.method:<9} exact={sol.exact!s:<5} "
-            f"cost={sol.cost:>6} value={sol.value:.4f}  value/greedy={ratio:.4f}  "
+            f"cost={sol.cost:>6} value={sol.value:.4f}  value/greedy={ratio:.4f}  gap={sol.gap:.1e}  "
             f"F/T/S/D={counts[FULL]}/{counts[TRIM]}/{counts[STUB]}/{counts[DROP]}"
         )
 
