@@ -213,3 +213,42 @@ def test_bad_parameters_name_themselves(kwargs, match):
 def test_solve_rejects_a_bad_tolerance():
     with pytest.raises(ParameterError, match="tol must be"):
         solve(np.array([[3, 2, 1, 0]]), np.array([[3.0, 2, 1, 0]]), 2, tol="small")
+
+
+# -- through the Compactor ----------------------------------------------------------------------
+
+
+class _Scores:
+    """A deterministic scorer: a different score per entry position."""
+
+    def score(self, transcript, query=None):
+        n = len(transcript.entries)
+        return (np.arange(n) * 0.618) % 1.0
+
+
+def _history(turns: int) -> list[dict]:
+    messages: list[dict] = [{"role": "system", "content": "You are a careful agent."}]
+    for t in range(turns):
+        messages.append({"role": "user", "content": f"step {t}: look up order W{1000 + t}"})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{t}", "type": "function", "function": {"name": "get_order", "arguments": f'{{"id": "W{t}"}}'}}]})
+        body = "\n".join(f"line {k} of order W{1000 + t}: item {t * 31 + k} costs {k * 7 + t}" for k in range(30))
+        messages.append({"role": "tool", "tool_call_id": f"c{t}", "content": body})
+    return messages
+
+
+def test_compaction_states_the_solver_gap():
+    from salience import Compactor
+
+    messages = _history(40)
+    compactor = Compactor(scorer=_Scores())
+    total = compactor.compact(messages, budget=10**9).tokens
+    fits = compactor.compact(messages, budget=total)
+    assert fits.method == "fits" and fits.solver_gap is None
+    budget = total // 4
+    result = compactor.compact(messages, budget=budget)
+    assert result.method in ("lp", "lp-core")  # past the small-DP limit: the LP ran
+    assert result.tokens <= budget
+    assert result.solver_gap is not None and 0.0 <= result.solver_gap <= GAP_TOLERANCE
+    exact = Compactor(scorer=_Scores(), solver="exact").compact(messages, budget=budget)
+    assert exact.method == "dp" and exact.solver_gap == 0.0 and exact.tokens <= budget
