@@ -322,7 +322,8 @@ def check_responses(items: Sequence[Any], *, allow_pending: bool = False) -> lis
     """What the Responses API would refuse in ``items``, one line per problem (empty: none found).
 
     Every call output follows the call with its ``call_id``, once; every call is answered
-    (``allow_pending``: calls at the end may wait for their output); every ``reasoning``
+    (``allow_pending``: the calls of the last call group may wait for their output, with
+    some of the group's outputs after them); every ``reasoning``
     item has an item after it; a message has a known role.
     """
     problems: list[str] = []
@@ -353,15 +354,27 @@ def check_responses(items: Sequence[Any], *, allow_pending: bool = False) -> lis
             if item["call_id"] in calls:
                 problems.append(f"item {i}: call_id {item['call_id']!r} is used by item {calls[item['call_id']]} too")
             calls[item["call_id"]] = i
-    last_answer = max((i for i, it in enumerate(items) if isinstance(it, Mapping)
-                       and _kind(it).endswith("_call_output")), default=-1)
     for call_id, i in calls.items():
         kind = _kind(items[i])
         if call_id in answered or kind in ("web_search_call", "file_search_call", "image_generation_call",
                                            "code_interpreter_call", "mcp_call"):
             continue
-        tail = all(_kind(it) in ("reasoning",) or _kind(it).endswith("_call") for it in items[i:]) \
-            and i > last_answer
-        if not (allow_pending and tail):
+        if not (allow_pending and _in_last_group(items, i)):
             problems.append(f"item {i}: {kind} with call_id {call_id!r} is never answered")
     return problems
+
+
+def _in_last_group(items: Sequence[Any], i: int) -> bool:
+    """Whether call ``i`` is in the last call group: after it only more calls (and reasoning),
+    then only outputs (the pending rule of :func:`salience.messages.validate.require_answered`)."""
+    answered = False
+    for item in items[i + 1:]:
+        kind = _kind(item) if isinstance(item, Mapping) else ""
+        if kind.endswith("_call_output"):
+            answered = True
+        elif kind.endswith("_call"):
+            if answered:
+                return False
+        elif kind != "reasoning":
+            return False
+    return True
