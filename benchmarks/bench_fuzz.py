@@ -22,7 +22,8 @@ hypothesis cases each where the test run has 100; the loaders, the command line 
 each proxy endpoint get N/2) and prints, per reader, the cases run, how many gave a
 valid result and how many a SalienceError (for the proxy: a 400 or 413) naming where,
 and the internal errors (the proxy: any other status, a 500 included), mutated inputs
-and hangs (all three must be 0; exit 1 otherwise).
+and hangs (all three must be 0; exit 1 otherwise); for the proxy also the restore calls
+its fake model made that the proxy answered (``restored``).
 """
 
 from __future__ import annotations
@@ -71,12 +72,13 @@ def readers(examples: int) -> int:
         counts = json.loads(report.read_text()) if report.exists() else {}
     print(f"== reader fuzz: {examples} cases per reader in {seconds:.0f}s (pytest exit {code})")
     print(f"{'reader':36} {'cases':>7} {'valid':>7} {'refused':>8} {'internal':>9} {'mutated':>8} {'hangs':>6} "
-          f"{'ms/case':>8}")
+          f"{'ms/case':>8} {'restored':>8}")
     total = {"cases": 0, "internal": 0, "mutated": 0, "hangs": 0}
     for name, c in sorted(counts.items()):
         per = c.get("seconds_x1000", 0) / max(1, c.get("cases", 0))
         print(f"{name:36} {c.get('cases', 0):7,} {c.get('valid', 0):7,} {c.get('refused', 0):8,} "
-              f"{c.get('internal', 0):9,} {c.get('mutated', 0):8,} {c.get('hangs', 0):6,} {per:8.1f}")
+              f"{c.get('internal', 0):9,} {c.get('mutated', 0):8,} {c.get('hangs', 0):6,} {per:8.1f} "
+              f"{c['restore_answered'] if 'restore_answered' in c else '':>8}")
         for key in total:
             total[key] += c.get(key, 0)
     print(f"{'total':36} {total['cases']:7,} {'':7} {'':8} {total['internal']:9,} {total['mutated']:8,} "
