@@ -95,11 +95,16 @@ def agent_history(n: int) -> list[dict[str, Any]]:
             for m in t.to_openai():
                 if m.get("role") == "system":
                     continue
-                text = json.dumps(m).replace('"call_', f'"r{rep}_call_').replace('"c', f'"r{rep}c')
+                text = json.dumps(m)
                 for d in "0123456789":
                     text = text.replace(f"{d}{d}", f"{d}{(int(d) + rep) % 10}")
                 m = json.loads(text)
                 m.pop("id", None)
+                # each repetition its own call ids (the keys stay: "content" was once renamed here)
+                if m.get("tool_call_id"):
+                    m["tool_call_id"] = f"r{rep}_{m['tool_call_id']}"
+                for call in m.get("tool_calls") or []:
+                    call["id"] = f"r{rep}_{call['id']}"
                 out.append(m)
             rep += 1
     out = out[:n]
