@@ -894,3 +894,43 @@ def test_state_changing_actions_outlast_reads_of_the_same_score() -> None:
     assert result.tokens <= budget
     assert result.choices["m4"] is not Option.DROP and result.choices["m5"] is not Option.DROP  # the edit, its result
     assert any(result.choices[x] is Option.DROP for x in ("m2", "m6", "m8"))  # some read gave way instead
+
+
+def test_code_actions_in_the_reply_stay_whole_before_observations() -> None:
+    """An agent that acts in its reply's text (MINT's ``<execute>``, a fenced block) keeps
+    those actions whole, as observation masking does; observations give way first, even
+    the cheaper ones."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Sum the squares below ten, then their cubes."}]
+    for k in range(4):
+        code = "\n".join(f"total_{j} = sum(i ** {j} for i in range({k}))" for j in range(3))
+        messages.append({"role": "assistant", "content": f"<execute>\n{code}\n</execute>"})
+        messages.append({"role": "tool", "name": "python", "content": f"Observation: {k} out"})
+    flat = make(scorer=DictScorer(default=0.1))
+    budget = total_tokens(messages) // 2
+    result = flat.compact(messages, budget=budget)
+    assert result.tokens <= budget
+    kept = [x for x in ("m1", "m3", "m5", "m7") if result.choices[x] is Option.FULL]
+    assert len(kept) >= 2
+    # every observation older than the newest kept action gave way, though each is cheaper
+    assert all(result.choices[f"m{i + 1}"] is Option.DROP for i in (1, 3, 5) if f"m{i + 2}" in kept)
+
+
+def test_a_last_user_turn_larger_than_the_budget_is_not_pinned() -> None:
+    """MINT-style: the task is the only (so the last) user turn and alone costs more than
+    the budget. Pinned, it would be kept as a stub that leaves no room for the newest
+    action; unpinned, the action and its observation stay whole."""
+    task = "Solve the task below and write the answer in a solution block. " + "rule " * 300
+    messages = [
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": "<execute>\nprint(sorted([3, 1, 2]))\n</execute>\n" + "why " * 40},
+        {"role": "tool", "name": "python", "content": "Observation:\n[1, 2, 3]"},
+    ]
+    flat = make(scorer=DictScorer({"m0": 0.4}, default=0.5))
+    budget = total_tokens(messages[1:]) + 2  # the action and the observation fit, not a stub beside them
+    result = flat.compact(messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.choices["m1"] is Option.FULL and result.choices["m2"] is Option.FULL
+    # a last user turn that fits is pinned as before, whatever its score
+    fits = total_tokens(messages[:1]) + total_tokens(messages[2:]) + 2
+    pinned = make(scorer=DictScorer({"m0": 0.0}, default=0.5)).compact(messages, budget=fits)
+    assert pinned.choices["m0"] is Option.FULL and pinned.choices["m1"] is Option.DROP

@@ -142,7 +142,8 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             allows, degraded (trimmed, stubbed, dropped) oldest first when it does not.
         pin_system: keep system entries whole (the only pins that never degrade: a budget
             below them is a :class:`BudgetError`). pin_last_user: pin the last user turn
-            (like ``pin_last``, it degrades only when nothing else can give way).
+            (like ``pin_last``, it degrades only when nothing else can give way; one that
+            alone costs more than the budget is scored like any other entry instead).
         critical: entries scored at least this are pinned while they fit beside the other
             pins whole; None: never.
         max_entry_tokens: entries above this are trimmed on the way in (system entries

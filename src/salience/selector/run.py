@@ -10,7 +10,8 @@ A :class:`Run` holds what :meth:`Compactor.compact
    The last user turn (``pin_last_user``) and the last ``pin_last`` entries are soft
    pins: each step down (whole, trimmed, stubbed, dropped) of one is worth more than
    every other entry together (:func:`_pin_worth`), so they stay whole whenever the
-   budget allows and degrade, oldest first, before anything raises. Entries scored at
+   budget allows and degrade, oldest first, before anything raises (a last user turn
+   that alone costs more than the budget is not pinned: its score weighs it). Entries scored at
    least ``critical`` are pinned whole too, highest score first, while they fit beside
    the soft pins whole (so a generous scorer never crowds out the latest messages);
 3. phase masking (:mod:`salience.selector.masking`) of the other tool entries, with the
@@ -21,7 +22,9 @@ A :class:`Run` holds what :meth:`Compactor.compact
    values it keeps for :data:`VALUE_WEIGHT`; ``eps_i = EPSILON * (i + 1) / n`` so that
    ties go to the recent entries), plus :data:`ACTION_WORTH` for every form that keeps a
    state-changing call of the agent's (an edit, a booking: what a reader must know was
-   done), in a :class:`Problem`;
+   done) and for the whole form of an action written as code in the reply
+   (:data:`ACTION_BLOCK`; observation masking's rule: actions stay, observations go),
+   in a :class:`Problem`;
 5. :func:`salience.selector.knapsack.solve` picks one option per entry, tool groups
    atomic (a call is kept, in any form, iff its results are), and :meth:`Run.assemble`
    renders the choice back in the caller's format as a
@@ -30,6 +33,7 @@ A :class:`Run` holds what :meth:`Compactor.compact
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -46,15 +50,18 @@ from salience.selector.scoring import checked_scores
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import Entry, Transcript
 
-__all__ = ["ACTION_WORTH", "EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
+__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
 
 #: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
 #: that form's worth (the rest is ``retain``).
 VALUE_WEIGHT = 0.5
 #: Recency tie-breaker added to scores (scaled by position, at most this much).
 EPSILON = 1e-3
-#: Worth added to every form of an assistant entry that keeps a state-changing call.
+#: Worth added to every form of an assistant entry that keeps a state-changing call, and
+#: to the whole form of one that acts in code (:data:`ACTION_BLOCK`).
 ACTION_WORTH = 0.5
+#: An action written in the reply's text: a fenced code block, ``<execute>`` or ``<solution>``.
+ACTION_BLOCK = re.compile(r"```|<execute>|<solution>")
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -120,6 +127,7 @@ class Run:
         self._system: np.ndarray | None = None
         self._edits: np.ndarray | None = None
         self.solver_gap: float | None = None  # of the last solve (None: no solver ran)
+        self._code: np.ndarray | None = None
 
     # -- renderings -----------------------------------------------------------
     def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
@@ -184,6 +192,17 @@ class Run:
             self._edits.setflags(write=False)
         return self._edits
 
+    def code_actions(self) -> np.ndarray:
+        """Assistant entries without tool calls that act in their text: a fenced code block,
+        ``<execute>`` or ``<solution>`` (the agents that run code from the reply, MINT- and
+        SWE-agent-style), worked out once per run."""
+        if self._code is None:
+            self._code = np.array([e.role == "assistant" and not e.tool_calls and bool(e.content)
+                                   and ACTION_BLOCK.search(e.content) is not None
+                                   for e in self.source.entries], dtype=bool).reshape(self.n)
+            self._code.setflags(write=False)
+        return self._code
+
     def system_mask(self) -> np.ndarray:
         """System entries (worked out once per run)."""
         if self._system is None:
@@ -216,6 +235,12 @@ class Run:
                 costs[i, opt] = cfg.counter.count_entry(entry)
         scores = self.scores(query)
         pins = self.pins()
+        if cfg.pin_last_user:
+            # A last user turn that cannot fit whole is no pin: it would only ever be kept
+            # as a stub, crowding out the rest; its score weighs it like any other entry.
+            users = [i for i, e in enumerate(self.source.entries) if e.role == "user"]
+            if users and users[-1] < self.n - cfg.pin_last and costs[users[-1], _FULL] > budget:
+                pins[users[-1]] = False
         for i in fixed:
             pins[i] = False
         # System entries are hard pins: whole or nothing. The other pins are soft: they
@@ -275,6 +300,8 @@ class Run:
         # what a reader needs to know was done, and cost little: every form that keeps
         # the call is worth ACTION_WORTH more (the call stays whole in each of them).
         values[self.edit_actions(), :_DROP] += ACTION_WORTH
+        # An action written as code in the reply is kept only by its whole form.
+        values[self.code_actions(), _FULL] += ACTION_WORTH
         values[:, _DROP] = 0.0
         if soft.any():
             values = values + _pin_worth(values, soft)
