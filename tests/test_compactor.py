@@ -431,7 +431,8 @@ def test_budget_error_only_when_the_system_prompt_does_not_fit() -> None:
     with pytest.raises(BudgetError, match=r"too small .*its system prompt, kept whole .* need \d+ tokens") as info:
         make(pin_last=4).compact(messages, budget=system - 1)
     err = info.value
-    assert err.budget == system - 1 and err.required == system and err.pins == 5
+    # the system prompt and the last four but the assistant's plain answer among them
+    assert err.budget == system - 1 and err.required == system and err.pins == 4
 
 
 def test_keep_pins_returns_the_system_prompt_whole_flagged() -> None:
@@ -700,13 +701,15 @@ def test_a_session_fast_path_result_equals_a_full_one(monkeypatch: pytest.Monkey
 
 def test_profile_fills_defaults_and_explicit_values_win(tmp_path: Path) -> None:
     messages = openai_messages()
-    scorer = DictScorer({"m0": 0.0, "m9": 0.0}, default=0.9)
+    scorer = DictScorer({"m0": 0.0, "m8": 0.0}, default=0.9)
     base = make(scorer=scorer).compact(messages, budget=200)
-    assert "m0" in base.kept and "m9" not in base.kept  # the system prompt and the last entry are pinned
-    tuned = make(scorer=scorer, profile={"pin_last": 2, "pin_system": False}).compact(messages, budget=200)
-    assert "m0" not in tuned.kept and "m9" in tuned.kept
-    explicit = make(scorer=scorer, pin_last=0, profile={"pin_last": 2}).compact(messages, budget=200)
-    assert "m9" not in explicit.kept
+    assert "m0" in base.kept and "m8" not in base.kept  # the system prompt and the last entry are pinned
+    # the last three: the search result m8, the assistant's answer m9 (plain text, never
+    # pinned) and the user's turn m10
+    tuned = make(scorer=scorer, profile={"pin_last": 3, "pin_system": False}).compact(messages, budget=200)
+    assert "m0" not in tuned.kept and "m8" in tuned.kept
+    explicit = make(scorer=scorer, pin_last=0, profile={"pin_last": 3}).compact(messages, budget=200)
+    assert "m8" not in explicit.kept
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({"compactor": {"budget": 200, "pin_last": 2}}))
     assert make(profile=path).compact(messages).budget == 200
@@ -934,3 +937,23 @@ def test_a_last_user_turn_larger_than_the_budget_is_not_pinned() -> None:
     fits = total_tokens(messages[:1]) + total_tokens(messages[2:]) + 2
     pinned = make(scorer=DictScorer({"m0": 0.0}, default=0.5)).compact(messages, budget=fits)
     assert pinned.choices["m0"] is Option.FULL and pinned.choices["m1"] is Option.DROP
+
+
+def test_the_assistants_plain_last_words_are_not_pinned() -> None:
+    """API-Bank-style: the newest entry is the assistant's "Thank you." and the budget holds
+    one message. Pinned, it would crowd out the user's credentials that the next call needs;
+    unpinned, the scores decide. A newest call or code action stays pinned."""
+    messages = [
+        {"role": "user", "content": "Delete my reminder to call the dentist."},
+        {"role": "assistant", "content": "Sure. What are your username and password?"},
+        {"role": "user", "content": "My username is user4 and my password is user4pass."},
+        {"role": "assistant", "content": "Thank you."},
+    ]
+    scorer = DictScorer({"m2": 0.8}, default=0.0)
+    budget = total_tokens(messages[2:3]) + 1
+    result = make(scorer=scorer, pin_last_user=False).compact(messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.kept == ("m2",)
+    acting = [*messages[:3], {"role": "assistant", "content": "```\ndelete_reminder(user='user4')\n```"}]
+    result = make(scorer=scorer, pin_last_user=False).compact(acting, budget=total_tokens(acting[3:]) + 1)
+    assert result.kept == ("m3",)

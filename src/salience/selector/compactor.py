@@ -139,7 +139,9 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             your own, phase budget shares included), or ``None`` for the default policy
             of each transcript's domain (no masking when it has none).
         pin_last: how many of the last entries are pinned: kept whole whenever the budget
-            allows, degraded (trimmed, stubbed, dropped) oldest first when it does not.
+            allows, degraded (trimmed, stubbed, dropped) oldest first when it does not. The
+            assistant's plain text among them (no tool call, no code action) is not pinned:
+            it is what the agent said, not what it answers, and its score weighs it.
         pin_system: keep system entries whole (the only pins that never degrade: a budget
             below them is a :class:`BudgetError`). pin_last_user: pin the last user turn
             (like ``pin_last``, it degrades only when nothing else can give way; one that

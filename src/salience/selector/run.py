@@ -7,7 +7,8 @@ A :class:`Run` holds what :meth:`Compactor.compact
    ``max_entry_tokens``), trimmed, stubbed, dropped, and their token costs;
 2. the scores (:mod:`salience.selector.scoring`) and the pins. System entries
    (``pin_system``) are hard pins: whole or a :class:`~salience.errors.BudgetError`.
-   The last user turn (``pin_last_user``) and the last ``pin_last`` entries are soft
+   The last user turn (``pin_last_user``) and the last ``pin_last`` entries (but the
+   assistant's plain text: neither a tool call nor a code action) are soft
    pins: each step down (whole, trimmed, stubbed, dropped) of one is worth more than
    every other entry together (:func:`_pin_worth`), so they stay whole whenever the
    budget allows and degrade, oldest first, before anything raises (a last user turn
@@ -167,7 +168,8 @@ class Run:
 
     def pins(self) -> np.ndarray:
         """Which entries are pinned: system entries (``pin_system``), the last user turn
-        (``pin_last_user``) and the last ``pin_last`` entries."""
+        (``pin_last_user``) and the last ``pin_last`` entries but the assistant's plain
+        text (neither a call nor a code action)."""
         cfg, entries = self.cfg, self.source.entries
         pins = np.zeros(self.n, dtype=bool)
         if cfg.pin_system:
@@ -177,7 +179,13 @@ class Run:
             if users:
                 pins[users[-1]] = True
         if cfg.pin_last:
-            pins[max(0, self.n - cfg.pin_last):] = True
+            # The newest entries are what the agent answers: a user turn, a result, its own
+            # action. Its own plain words ("Let me get your token.") answer nothing: the
+            # score weighs those like any other entry.
+            for i in range(max(0, self.n - cfg.pin_last), self.n):
+                e = entries[i]
+                if e.role != "assistant" or e.tool_calls or self.code_actions()[i]:
+                    pins[i] = True
         return pins
 
     def edit_actions(self) -> np.ndarray:
