@@ -24,7 +24,7 @@ from salience.errors import BudgetError
 from salience.messages.dispatch import to_transcript
 from salience.selector.compactor import Compactor
 from salience.selector.masking import Option
-from salience.selector.run import Run
+from salience.selector.run import ACTION_BLOCK, Run
 from salience.tokens import TokenCounter
 from salience.transcript import Transcript
 
@@ -105,14 +105,19 @@ def compactors(draw: st.DrawFn) -> Compactor:
     )
 
 
-def _pins(source: Transcript, c: Compactor) -> set[str]:
+def _pins(source: Transcript, c: Compactor, full_costs: Any, budget: int) -> set[str]:
+    """The documented pins: system entries, the last user turn unless it alone costs more than
+    the budget, and the last ``pin_last`` entries but the assistant's plain text."""
     entries = source.entries
     pins = {e.id for e in entries if e.role == "system"} if c.pin_system else set()
-    users = [e.id for e in entries if e.role == "user"]
-    if c.pin_last_user and users:
-        pins.add(users[-1])
-    if c.pin_last:
-        pins |= {e.id for e in entries[-c.pin_last:]}
+    users = [i for i, e in enumerate(entries) if e.role == "user"]
+    tail = range(max(0, len(entries) - c.pin_last), len(entries)) if c.pin_last else range(0)
+    if c.pin_last_user and users and (full_costs[users[-1]] <= budget or users[-1] in tail):
+        pins.add(entries[users[-1]].id)
+    for i in tail:
+        e = entries[i]
+        if e.role != "assistant" or e.tool_calls or ACTION_BLOCK.search(e.content or ""):
+            pins.add(e.id)
     return pins
 
 
@@ -185,7 +190,8 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
 
     # pins whole (an entry above max_entry_tokens is whole in its cut-on-the-way-in form) whenever
     # they fit; otherwise only the system prompt is (the other pins degrade before anything raises)
-    pins = _pins(source, c)
+    run = Run(c._config(budget), *to_transcript(messages, system=system, format=None))
+    pins = _pins(source, c, run.options()[1][:, 0], budget)
     if not _fits_whole(c, messages, budget, system, pins):
         pins = {x for x in pins if src[x].role == "system"} if c.pin_system else set()
     for x in pins:
