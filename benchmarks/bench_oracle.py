@@ -1,0 +1,101 @@
+"""How much of the independent references a perfect choice of whole messages could keep.
+
+An upper reference for issue #14's figures: at every tool-call step of a shared tool-use set
+(no ``max_steps`` cap), the best set of whole non-system messages of the history within the
+budget of :func:`salience.bench.independent.history_budget` (system tokens + f x the others),
+found by a mixed-integer program (``scipy.optimize.milp``) that knows the step's independent
+references: maximise the references visible (a reference is covered by any chosen message whose
+text holds it) subject to the budget. Tool pairing is ignored, so it is an upper bound on what
+whole messages can do. Counted two ways: in text tokens (the benchmark's units) and as the
+default :class:`salience.TokenCounter` counts (4 more tokens a message, 3 a call, and the
+system prompt's messages charged too). Printed beside the sliding window. Not part of the tests::
+
+    python benchmarks/bench_oracle.py [--data ../shared/data] [--domains api-bank,tooltalk]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    import salience  # noqa: F401
+except ImportError:  # running from a checkout without installing
+    sys.path.insert(0, str(ROOT / "src"))
+
+import numpy as np  # noqa: E402
+from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: E402
+
+from salience import load_transcripts  # noqa: E402
+from salience.bench.independent import (  # noqa: E402
+    history_budget,
+    independent_references,
+    is_step,
+    message_text,
+    message_tokens,
+    sliding_window,
+    visible,
+)
+
+MESSAGE, CALL = 4, 3  # what the default TokenCounter adds per message and per call
+
+
+def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capacity: float) -> int:
+    """Most of ``refs`` that whole messages of total cost <= ``capacity`` can hold."""
+    r, m = len(refs), len(texts)
+    if capacity <= 0 or m == 0:
+        return 0
+    holds = np.zeros((r, m + r))
+    for i, ref in enumerate(refs):
+        holds[i, :m] = [-(ref in t) for t in texts]
+        holds[i, m + i] = 1  # covered_i <= sum of the chosen messages holding it
+    objective = np.concatenate([np.zeros(m), -np.ones(r)])
+    constraints = [LinearConstraint(holds, -np.inf, 0),
+                   LinearConstraint(np.concatenate([costs, np.zeros(r)])[None, :], 0, capacity)]
+    res = milp(objective, constraints=constraints, integrality=np.ones(m + r), bounds=Bounds(0, 1))
+    return int(round(-res.fun)) if res.success else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--domains", default="api-bank,tooltalk")
+    parser.add_argument("--fractions", default="0.1,0.25")
+    args = parser.parse_args(argv)
+    fractions = [float(f) for f in args.fractions.split(",")]
+    print(f"{'domain':<18} {'budget':>6} {'refs':>6} {'window':>7} {'oracle, text':>13} {'oracle, billed':>15}")
+    for domain in args.domains.split(","):
+        seen = {(f, k): 0 for f in fractions for k in ("window", "text", "billed")}
+        total = 0
+        for t in load_transcripts(args.data / domain):
+            messages = t.to_openai()
+            for s in range(1, len(messages)):
+                if not is_step(messages[s]):
+                    continue
+                refs = independent_references(messages, s).refs
+                if not refs:
+                    continue
+                history = messages[:s]
+                total += len(refs)
+                others = [m for m in history if m["role"] != "system"]
+                texts = [message_text(m) for m in others]
+                text_costs = np.array([message_tokens(m) for m in others], dtype=float)
+                billed = text_costs + np.array([MESSAGE + CALL * len(m.get("tool_calls") or []) for m in others])
+                system = [m for m in history if m["role"] == "system"]
+                system_text = sum(message_tokens(m) for m in system)
+                for f in fractions:
+                    budget = history_budget(history, f)
+                    seen[(f, "window")] += visible(refs, sliding_window(history, budget))
+                    seen[(f, "text")] += best_cover(refs, texts, text_costs, budget - system_text)
+                    seen[(f, "billed")] += best_cover(refs, texts, billed, budget - system_text - MESSAGE * len(system))
+        for f in fractions:
+            share = {k: seen[(f, k)] / total if total else float("nan") for k in ("window", "text", "billed")}
+            print(f"{domain:<18} {f:>6.0%} {total:>6} {share['window']:>7.3f} {share['text']:>13.3f} "
+                  f"{share['billed']:>15.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
