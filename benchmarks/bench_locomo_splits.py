@@ -1,16 +1,31 @@
-"""Query-agnostic LoCoMo recall on every way to train on four conversations and test on two.
+"""LoCoMo recall on every way to train on four conversations and test on two.
 
 One held-out split of six conversations is a small sample (a split moves the figure by
-several points), so this runs all fifteen: for each, an ImportanceScorer's prior is
-trained on the four training conversations (each turn labelled by whether any question
-cites it as evidence, which is what ``fit`` does with their questions) and scored on the
-two others without a question; entries are packed greedily by score to 5/10/25% of each
-conversation's tokens (:func:`salience.bench.evidence_recall`), beside the
-recency window. Only the prior is fitted: the query-aware model plays no part in these
-figures, and leaving it out makes a split take seconds instead of a minute and a half.
+several points), so this runs all fifteen: for each, an ImportanceScorer is trained on the
+four training conversations (each turn labelled by whether any question cites it as
+evidence, which is what ``fit`` does with their questions) and tested on the two others.
 
-Run as ``python benchmarks/bench_locomo_splits.py [--data ../shared/data]``. Prints one line
-per split and the means; asserts nothing.
+Query-agnostic (always): the prior scores each held-out conversation without a question,
+and recall at 5/10/25% of its tokens is measured two ways, side by side:
+
+* **the figure** (:func:`salience.bench.evidence_recall`): entries packed greedily by
+  score (:func:`~salience.bench.pack_greedy`), beside the recency window packed the same
+  way (at 25% it keeps exactly what the contiguous sliding window keeps on all six
+  conversations);
+* **what a user gets**: ``Compactor(scorer=...)`` with its default parameters compacts
+  the whole conversation to the same budget (the same token counter), and an evidence
+  turn counts only when it is kept whole (a trimmed or stubbed turn has lost its text).
+  The Compactor solves a knapsack on the sum of scores, trims and stubs, so it does not
+  keep what the greedy figure keeps.
+
+Query-aware (``--query-aware``): the scorer's query model as well (a minute or more per
+split), recall at 10% with each question known, beside the untrained fusion of BM25 and
+MiniLM (reciprocal-rank fusion, :class:`~salience.scorer.baselines.FusionScorer`) on the
+same questions. Without it only the prior is fitted, and a split takes seconds.
+
+Run as ``python benchmarks/bench_locomo_splits.py [--data ../shared/data] [--query-aware]``.
+Prints one line per split, then the mean and the worst split of each figure; asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -30,9 +45,12 @@ except ImportError:  # running from a checkout without installing
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from salience import ImportanceScorer, Transcript, load_transcripts  # noqa: E402
+from salience import Compactor, ImportanceScorer, Transcript, load_transcripts  # noqa: E402
 from salience.bench import evidence_recall  # noqa: E402
-from salience.scorer.baselines import RecencyScorer  # noqa: E402
+from salience.scorer.baselines import FusionScorer, RecencyScorer  # noqa: E402
+from salience.tokens import as_counter  # noqa: E402
+
+FRACTIONS = (0.05, 0.10, 0.25)
 
 
 def evidence_labels(t: Transcript) -> Transcript:
@@ -42,31 +60,85 @@ def evidence_labels(t: Transcript) -> Transcript:
     return t.replace(entries=entries, queries=())
 
 
+def compacted_recall(scorer: ImportanceScorer, transcripts: list[Transcript], fraction: float) -> float:
+    """Query-agnostic evidence recall through ``Compactor(scorer=scorer)`` with its defaults.
+
+    Each transcript is compacted whole to ``fraction`` of its entries' tokens (the counter
+    :func:`~salience.bench.evidence_recall` uses); a question's recall is the share of its
+    evidence turns kept whole. Averaged over questions, as the figure is.
+    """
+    counter = as_counter(None)
+    compactor = Compactor(scorer=scorer)
+    hits, n = 0.0, 0
+    for t in transcripts:
+        budget = int(fraction * sum(counter.count_entries(t.entries)))
+        kept = set(compactor.compact(t, budget=budget).kept)
+        ids = {e.id for e in t.entries}
+        for q in t.queries:
+            evidence = [x for x in dict.fromkeys(q.evidence) if x in ids]
+            if evidence:
+                hits += sum(x in kept for x in evidence) / len(evidence)
+                n += 1
+    return hits / n if n else float("nan")
+
+
+def summary(name: str, values: np.ndarray, baseline: np.ndarray) -> str:
+    ratios = values / baseline
+    return (f"{name}: mean {values.mean():.3f} ({values.mean() / baseline.mean():.2f}x recency), worst split "
+            f"{ratios.min():.2f}x, best {ratios.max():.2f}x, {int((ratios >= 2).sum())} of {len(values)} at 2x or more")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--query-aware", action="store_true",
+                        help="also fit the query model and compare query-aware recall at 10%% with the fusion")
     args = parser.parse_args(argv)
     conversations = sorted(load_transcripts(args.data / "locomo"), key=lambda t: t.id)
     rows = []
-    print(f"{'test':<22} {'salience 5% / 10% / 25%':>24} {'recency 25%':>12} {'ratio':>6} {'prior AUC (CV)':>15}")
+    head = (f"{'test':<22} {'figure 5% / 10% / 25%':>22} {'recency 25%':>12} {'ratio':>6} "
+            f"{'Compactor 25%':>14} {'ratio':>6} {'prior AUC (CV)':>15}")
+    if args.query_aware:
+        head += f" {'query 10%':>10} {'fusion 10%':>11} {'gain':>7}"
+    print(head)
+    fusion: dict[str, tuple[float, int]] = {}
     with threadpool_limits(1):
         for pair in itertools.combinations(range(len(conversations)), 2):
             started = time.perf_counter()
             test = [conversations[i] for i in pair]
-            train = [evidence_labels(t) for i, t in enumerate(conversations) if i not in pair]
+            rest = [t for i, t in enumerate(conversations) if i not in pair]
+            train = rest if args.query_aware else [evidence_labels(t) for t in rest]
             scorer = ImportanceScorer(random_state=0).fit(train)
-            ours = evidence_recall(scorer, test, query_aware=False).recall
-            recency = evidence_recall(RecencyScorer(), test, query_aware=False).recall
+            ours = evidence_recall(scorer, test, FRACTIONS, query_aware=False).recall
+            recency = evidence_recall(RecencyScorer(), test, FRACTIONS, query_aware=False).recall
+            compacted = compacted_recall(scorer, test, FRACTIONS[-1])
             auc = scorer.cv_metrics_.get("cv_prior_roc_auc", float("nan"))
-            rows.append((*ours, recency[-1]))
-            print(f"{' + '.join(t.id for t in test):<22} {' / '.join(f'{r:.3f}' for r in ours):>24} "
-                  f"{recency[-1]:>12.3f} {ours[-1] / recency[-1]:>5.2f}x {auc:>15.3f}  "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+            row = [*ours, recency[-1], compacted]
+            line = (f"{' + '.join(t.id for t in test):<22} {' / '.join(f'{r:.3f}' for r in ours):>22} "
+                    f"{recency[-1]:>12.3f} {ours[-1] / recency[-1]:>5.2f}x {compacted:>14.3f} "
+                    f"{compacted / recency[-1]:>5.2f}x {auc:>15.3f}")
+            if args.query_aware:
+                aware = evidence_recall(scorer, test, (0.10,), query_aware=True)
+                for t in test:  # the fusion is untrained: once per conversation
+                    if t.id not in fusion:
+                        curve = evidence_recall(FusionScorer(), [t], (0.10,), query_aware=True)
+                        fusion[t.id] = (curve.recall[0], curve.n)
+                n = sum(fusion[t.id][1] for t in test)
+                fused = sum(fusion[t.id][0] * fusion[t.id][1] for t in test) / n
+                row += [aware.recall[0], fused]
+                line += f" {aware.recall[0]:>10.3f} {fused:>11.3f} {aware.recall[0] - fused:>+7.3f}"
+            rows.append(row)
+            print(f"{line}  ({time.perf_counter() - started:.0f} s)", flush=True)
     a = np.array(rows)
-    ratios = a[:, 2] / a[:, 3]
-    print(f"\nmean over {len(a)} splits: salience {' / '.join(f'{x:.3f}' for x in a[:, :3].mean(axis=0))}, "
-          f"recency 25% {a[:, 3].mean():.3f}; at 25% {a[:, 2].mean() / a[:, 3].mean():.2f}x the recency window "
-          f"(ratios {ratios.min():.2f}x to {ratios.max():.2f}x, {int((ratios >= 2).sum())} of {len(a)} at 2x or more)")
+    print(f"\nquery-agnostic at 25%, over {len(a)} splits (recency window {a[:, 3].mean():.3f} on average):")
+    print("  " + summary("the figure (greedy by score)", a[:, 2], a[:, 3]))
+    print("  " + summary("the Compactor, default parameters", a[:, 4], a[:, 3]))
+    print(f"  the figure at 5% / 10% / 25%: {' / '.join(f'{x:.3f}' for x in a[:, :3].mean(axis=0))}")
+    if args.query_aware:
+        gain = a[:, 5] - a[:, 6]
+        print(f"query-aware at 10%: salience {a[:, 5].mean():.3f}, fusion {a[:, 6].mean():.3f} on average; "
+              f"gain {gain.mean():+.3f} (worst split {gain.min():+.3f}, best {gain.max():+.3f}, "
+              f"{int((gain >= 0.05).sum())} of {len(a)} at +0.05 or more)")
     return 0
 
 
