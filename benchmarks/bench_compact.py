@@ -61,6 +61,7 @@ except ImportError:  # running from a checkout without installing
 from bench_latency import agent_history, cold, load_scorer, ms, tiktoken_counter  # noqa: E402
 
 from salience import Compactor, Transcript  # noqa: E402
+from salience.bench.report import plot_timings  # noqa: E402
 from salience.selector import knapsack  # noqa: E402
 
 Instance = tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]
@@ -227,14 +228,7 @@ def recall(data: Path, max_steps: int) -> dict[str, Any]:
 
 
 def plot(rows: list[dict[str, Any]], path: Path, what: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [r["entries"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label, style in (
+    series = (
         ("first_ms", "salience compact(), first call (cold caches)", "o-"),
         ("plain_ms", "salience compact(), one new message per call", "s-"),
         ("solve_ms", "  of which the knapsack solver", "s:"),
@@ -242,18 +236,9 @@ def plot(rows: list[dict[str, Any]], path: Path, what: str) -> None:
         ("session_ms", "salience session, appending call", "^-"),
         ("trim_ms", "LangChain trim_messages (tiktoken)", "x--"),
         ("trim_memo_ms", "LangChain trim_messages (tiktoken, lru_cache)", "+:"),
-    ):
-        ax.plot(sizes, [r[key] for r in rows], style, label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("messages in the history")
-    ax.set_ylabel("ms per call (median)")
-    ax.set_title(f"compact() against trim_messages, budget 30% of the history\n({what})", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    )
+    plot_timings(rows, path, series, xlabel="messages in the history", ylabel="ms per call (median)",
+                 title=f"compact() against trim_messages, budget 30% of the history\n({what})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,6 +51,7 @@ except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
 from salience import Compactor, Transcript, load_transcripts  # noqa: E402
+from salience.bench.report import plot_timings  # noqa: E402
 from salience.scorer.model import DEFAULT_MODEL_PATH, ImportanceScorer  # noqa: E402
 
 
@@ -193,31 +194,15 @@ def bench_size(n: int, steps: int, scorer: Any, share: float, max_steps: int) ->
 
 
 def plot(rows: list[dict[str, Any]], path: Path, what: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [r["entries"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label, style in (
+    series = (
         ("first_ms", "salience, first call (cold caches)", "o-"),
         ("plain_ms", "salience compact(), steady state", "s-"),
         ("session_ms", "salience session, steady state (mean)", "^-"),
         ("trim_ms", "LangChain trim_messages (tiktoken)", "x--"),
         ("trim_cached_ms", "LangChain trim_messages (tiktoken, counts cached)", "+:"),
-    ):
-        ax.plot(sizes, [r[key] for r in rows], style, label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("entries in the history")
-    ax.set_ylabel("ms per call")
-    ax.set_title(f"Compaction latency on growing agent histories\n({what})", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    )
+    plot_timings(rows, path, series, xlabel="entries in the history", ylabel="ms per call",
+                 title=f"Compaction latency on growing agent histories\n({what})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -195,20 +195,6 @@ SIZED: dict[str, Callable[[list[Any]], Any]] = {
 }
 
 
-@pytest.mark.parametrize("read", list(SIZED.values()), ids=list(SIZED))
-def test_message_readers_bound_size_and_entries(read: Callable[[list[Any]], Any]) -> None:
-    with limited(max_bytes=1_000), pytest.raises(LimitError, match=r"message 0: 2,0\d\d bytes of JSON \(about\), "
-                                                                   r"more than the limit max_bytes=1,000"):
-        read([{"role": "user", "content": "x" * 2_000}])
-    with limited(max_bytes=1_000), pytest.raises(LimitError, match=r"transcript '\w+': 1,\d\d\d bytes of JSON"):
-        read([{"role": "user", "content": "x" * 300}, {"role": "assistant", "content": "y" * 300},
-              {"role": "user", "content": "z" * 300}, {"role": "assistant", "content": "w" * 300}])
-    with limited(max_entries=3), pytest.raises(LimitError, match=r"transcript '\w+': 4 messages, more than the "
-                                                                 r"limit max_entries=3"):
-        read([USER, {"role": "assistant", "content": "a"}, USER, {"role": "assistant", "content": "b"}])
-    assert read([USER]) is not None  # within the limits
-
-
 def test_files_and_lines_are_bounded_in_size_and_entries(tmp_path: Path) -> None:
     line = json.dumps({"id": "t", "messages": [USER, {"role": "assistant", "content": "x" * 500}]})
     path = tmp_path / "a.jsonl"
@@ -331,15 +317,19 @@ def test_the_responses_reader_bounds_depth(read: Callable[[list[Any]], Any], dep
     assert items[:1] == snapshot
 
 
-@pytest.mark.parametrize("read", list(RESPONSES_READERS.values()), ids=list(RESPONSES_READERS))
-def test_the_responses_reader_bounds_size_and_entries(read: Callable[[list[Any]], Any]) -> None:
-    with limited(max_bytes=1_000), pytest.raises(LimitError, match=r"item 0: 2,0\d\d bytes of JSON \(about\), "
+#: Each reader bounded by size and entries, with the word its errors use for an entry.
+BY_SIZE = [(read, "message") for read in SIZED.values()] + [(read, "item") for read in RESPONSES_READERS.values()]
+
+
+@pytest.mark.parametrize(("read", "unit"), BY_SIZE, ids=[*SIZED, *RESPONSES_READERS])
+def test_readers_bound_size_and_entries(read: Callable[[list[Any]], Any], unit: str) -> None:
+    with limited(max_bytes=1_000), pytest.raises(LimitError, match=rf"{unit} 0: 2,0\d\d bytes of JSON \(about\), "
                                                                    r"more than the limit max_bytes=1,000"):
         read([{"role": "user", "content": "x" * 2_000}])
     with limited(max_bytes=1_000), pytest.raises(LimitError, match=r"transcript '\w+': 1,\d\d\d bytes of JSON"):
         read([{"role": "user", "content": "x" * 300}, {"role": "assistant", "content": "y" * 300},
               {"role": "user", "content": "z" * 300}, {"role": "assistant", "content": "w" * 300}])
-    with limited(max_entries=3), pytest.raises(LimitError, match=r"transcript '\w+': 4 items, more than the "
+    with limited(max_entries=3), pytest.raises(LimitError, match=rf"transcript '\w+': 4 {unit}s, more than the "
                                                                  r"limit max_entries=3"):
         read([USER, {"role": "assistant", "content": "a"}, USER, {"role": "assistant", "content": "b"}])
     assert read([USER]) is not None  # within the limits

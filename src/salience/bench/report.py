@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ from salience.errors import ParameterError, ParameterKeyError
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["BenchReport", "BenchRow"]
+__all__ = ["BenchReport", "BenchRow", "plot_timings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,3 +261,36 @@ class BenchReport:
             Path(path).write_text(text + "\n", encoding="utf-8")
         return text
 
+
+def plot_timings(
+    rows: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    series: Sequence[tuple[str, str, str]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """Write a log-log PNG of time against history size: one line per ``(key, label, style)``
+    of ``series``, ``row["entries"]`` on x and ``row[key]`` on y. Returns the path written."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    sizes = [r["entries"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, label, style in series:
+        ax.plot(sizes, [r[key] for r in rows], style, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -129,6 +129,7 @@ class Run:
         self._edits: np.ndarray | None = None
         self.solver_gap: float | None = None  # of the last solve (None: no solver ran)
         self._code: np.ndarray | None = None
+        self._last_user = -2  # -1: no user turn; -2: not worked out yet
 
     # -- renderings -----------------------------------------------------------
     def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
@@ -174,10 +175,8 @@ class Run:
         pins = np.zeros(self.n, dtype=bool)
         if cfg.pin_system:
             pins |= self.system_mask()
-        if cfg.pin_last_user:
-            users = [i for i, e in enumerate(entries) if e.role == "user"]
-            if users:
-                pins[users[-1]] = True
+        if cfg.pin_last_user and self.last_user() is not None:
+            pins[self.last_user()] = True
         if cfg.pin_last:
             # The newest entries are what the agent answers: a user turn, a result, its own
             # action. Its own plain words ("Let me get your token.") answer nothing: the
@@ -187,6 +186,12 @@ class Run:
                 if e.role != "assistant" or e.tool_calls or self.code_actions()[i]:
                     pins[i] = True
         return pins
+
+    def last_user(self) -> int | None:
+        """Index of the last user turn (None: there is none), worked out once per run."""
+        if self._last_user == -2:
+            self._last_user = next((i for i in range(self.n - 1, -1, -1) if self.source.entries[i].role == "user"), -1)
+        return self._last_user if self._last_user >= 0 else None
 
     def edit_actions(self) -> np.ndarray:
         """Assistant entries with a call to a state-changing tool (:attr:`ToolType.EDIT`, the
@@ -246,9 +251,9 @@ class Run:
         if cfg.pin_last_user:
             # A last user turn that cannot fit whole is no pin: it would only ever be kept
             # as a stub, crowding out the rest; its score weighs it like any other entry.
-            users = [i for i, e in enumerate(self.source.entries) if e.role == "user"]
-            if users and users[-1] < self.n - cfg.pin_last and costs[users[-1], _FULL] > budget:
-                pins[users[-1]] = False
+            u = self.last_user()
+            if u is not None and u < self.n - cfg.pin_last and costs[u, _FULL] > budget:
+                pins[u] = False
         for i in fixed:
             pins[i] = False
         # System entries are hard pins: whole or nothing. The other pins are soft: they
