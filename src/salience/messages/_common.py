@@ -12,12 +12,14 @@ from functools import partial
 
 from salience.errors import TranscriptError, describe
 
-__all__ = ["ANTHROPIC_KEY", "OPENAI_KEY", "fail", "short"]
+__all__ = ["ANTHROPIC_KEY", "LANGCHAIN_KEY", "OPENAI_KEY", "fail", "short"]
 
 #: ``Entry.meta`` key of an entry's source OpenAI message (``salience.messages.openai.KEY``).
 OPENAI_KEY = "_openai"
 #: ``Entry.meta`` key of an entry's source Anthropic message (``salience.messages.anthropic.KEY``).
 ANTHROPIC_KEY = "_anthropic"
+#: ``Entry.meta`` key of an entry's source LangChain message (``salience.messages.langchain.KEY``).
+LANGCHAIN_KEY = "_langchain"
 
 #: A value as error messages show it (``3 that is a int``), ``None`` without its type.
 short = partial(describe, none_typed=False)

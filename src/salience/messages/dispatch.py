@@ -52,6 +52,7 @@ from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
 from salience.limits import check_count
+from salience.messages._common import LANGCHAIN_KEY, OPENAI_KEY
 from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, Transcript
 
@@ -80,6 +81,8 @@ MEMO_SIZE = 50_000
 
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "document"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
+#: The ``Entry.meta`` key under which each one-message-one-entry reader keeps its copy.
+_READ_KEYS = {"openai": OPENAI_KEY, "langchain": LANGCHAIN_KEY}
 
 _got = describe
 
@@ -226,7 +229,8 @@ class IdCache:
 class MessageCache:
     """What the format layer keeps between calls (see the module doc):
 
-    * ``read``: message object -> ``(index, format, entry)`` (see :meth:`entry`);
+    * ``read``: message object -> ``(index, format, entry, the entry's copy of the message, its
+      size)`` (see :meth:`entry`);
     * ``rendered``: entry object -> its message in the output format (see :meth:`rendering`).
 
     Entries are immutable, so a rendering cached for the same entry object is always right.
@@ -238,19 +242,20 @@ class MessageCache:
         self.read = IdCache(size)
         self.rendered = IdCache(size)
 
-    def entry(self, message: Any, index: int, fmt: str, snapshot: Callable[[Entry], Any]) -> Entry | None:
+    def entry(self, message: Any, index: int, fmt: str) -> Entry | None:
         """The entry read before from ``message`` at ``index`` in ``fmt``, if the message
-        still equals the copy its entry kept (``snapshot(entry)``), else None."""
+        still equals the copy its entry kept, else None."""
         hit = self.read.get(message)
-        if hit is not None and hit[0] == index and hit[1] == fmt:
+        if hit is not None and hit[0] == index and hit[1] == fmt and message == hit[3]:
             entry: Entry = hit[2]
-            if message == snapshot(entry):
-                return entry
+            return entry
         return None
 
     def remember(self, message: Any, index: int, fmt: str, entry: Entry) -> None:
-        """Keep ``entry`` as what ``message`` at ``index`` in ``fmt`` reads as."""
-        self.read.put(message, (index, fmt, entry))
+        """Keep ``entry`` as what ``message`` at ``index`` in ``fmt`` reads as (with the
+        copy of the message its meta holds, and its size, for the next lookup)."""
+        private = entry.meta[_READ_KEYS[fmt]]
+        self.read.put(message, (index, fmt, entry, private["message"], private.get("size", 0)))
 
     def rendering(self, entry: Entry, render: Callable[[Entry], Any]) -> Any:
         """``render(entry)``, cached per entry object (do not hand the result out: copy it)."""
@@ -265,21 +270,26 @@ def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Tra
     """``Transcript`` of ``messages`` in a one-message-one-entry format, reusing the entries of
     messages seen before: a hit needs the same message object, at the same index, still equal
     to the copy its entry kept (so a message changed in place is read again)."""
-    read, key = reader(fmt)
-
-    def snapshot(e: Entry) -> Any:
-        return e.meta[key]["message"]
-
     check_count(len(messages), where="transcript 'transcript'")
     entries: list[Entry] = []
     size = 0
+    store = cache.read._store
+    read: Any = None
     for i, m in enumerate(messages):
-        entry = cache.entry(m, i, fmt, snapshot)
-        if entry is None:
-            entry = read(m, i, transcript_id="transcript")
-            cache.remember(m, i, fmt, entry)
+        # MessageCache.entry, inlined: this loop runs over the whole history on every call
+        hit = store.get(id(m))
+        if hit is not None and hit[0] is m:
+            known = hit[1]
+            if known[0] == i and known[1] == fmt and m == known[3]:
+                entries.append(known[2])
+                size += known[4]
+                continue
+        if read is None:
+            read = reader(fmt)[0]
+        entry = read(m, i, transcript_id="transcript")
+        cache.remember(m, i, fmt, entry)
         entries.append(entry)
-        size += entry.meta[key].get("size", 0)
+        size += entry.meta[_READ_KEYS[fmt]].get("size", 0)
     return checked_transcript(entries, id="transcript", size=size)
 
 

@@ -67,6 +67,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 
 from salience.errors import TranscriptError, describe
 from salience.limits import Limits, check_count, check_value
+from salience.messages._common import LANGCHAIN_KEY
 from salience.messages.openai import message_where
 from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, Query, ToolCall, Transcript
@@ -80,7 +81,7 @@ __all__ = [
 ]
 
 #: ``Entry.meta`` key under which the original message is kept for rendering.
-KEY = "_langchain"
+KEY = LANGCHAIN_KEY
 
 _CHAT_ROLES = {
     "system": "system",
