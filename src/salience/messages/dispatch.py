@@ -43,7 +43,6 @@ call after one new message reads and renders that message alone.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import sys
 import threading
@@ -52,7 +51,7 @@ from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
 from salience.limits import check_count
-from salience.messages._common import LANGCHAIN_KEY, OPENAI_KEY
+from salience.messages._common import LANGCHAIN_KEY, OPENAI_KEY, copy_json
 from salience.messages.validate import checked_transcript
 from salience.transcript import Entry, Transcript
 
@@ -366,21 +365,6 @@ def render(transcript: Transcript, fmt: str, cache: MessageCache | None = None) 
 
         return to_responses(transcript), None
     return transcript, None
-
-
-_ATOMS = (str, int, float, bool, type(None))
-
-
-def copy_json(value: Any) -> Any:
-    """A deep copy of JSON-like ``value`` (dicts, lists, atoms), faster than ``copy.deepcopy``."""
-    kind = type(value)
-    if kind is dict:
-        return {k: v if type(v) in _ATOMS else copy_json(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _ATOMS else copy_json(v) for v in value]
-    if kind in _ATOMS:
-        return value
-    return copy.deepcopy(value)
 
 
 def copy_langchain(message: Any) -> Any:

@@ -74,7 +74,7 @@ from typing import Any
 
 from salience.errors import TranscriptError
 from salience.limits import Limits, check_count, check_value
-from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY
+from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY, copy_json
 from salience.messages._common import fail as _fail
 from salience.messages._common import short as _short
 from salience.messages.validate import checked_transcript
@@ -213,7 +213,7 @@ def entry_from_openai(
             raise _fail(where, "label", "a number in [0, 1] or null", label)
         label = float(label)
     private = {
-        "message": copy.deepcopy(dict(message)),
+        "message": copy_json(dict(message)),  # bounded by check_value above: no cycles
         "role": role,
         "text": text,
         "name": name,
@@ -360,7 +360,7 @@ def _native(entry: Entry) -> dict[str, Any]:
 
 def _from_original(entry: Entry, private: Mapping[str, Any]) -> dict[str, Any]:
     original: dict[str, Any] = private["message"]
-    message = copy.deepcopy(original)
+    message: dict[str, Any] = copy_json(original)
     if entry.role != private["role"]:
         message["role"] = entry.role
     if entry.content != private["text"]:
