@@ -109,6 +109,18 @@ def is_openai_message(m: Any) -> bool:
     return (isinstance(role, str) and role in _OPENAI_ROLES) or "tool_calls" in m or "tool_call_id" in m
 
 
+#: :func:`_kind` bits: what :func:`detect_format` looks for in one message.
+_RESPONSES, _ANTHROPIC = 1, 2
+
+
+def _kind(m: Any) -> int:
+    """Which of a Responses item (:data:`_RESPONSES`) and an Anthropic message with
+    Anthropic blocks (:data:`_ANTHROPIC`) ``m`` is, as bits."""
+    from salience.messages.responses import is_responses_item
+
+    return (_RESPONSES if is_responses_item(m) else 0) | (_ANTHROPIC if _is_anthropic_message(m) else 0)
+
+
 def detect_format(messages: Any, *, system: Any = None) -> str:
     """``"transcript"``, ``"langchain"``, ``"responses"``, ``"anthropic"`` or ``"openai"`` for ``messages``
     (rules in the module doc).
@@ -229,7 +241,7 @@ class MessageCache:
     """What the format layer keeps between calls (see the module doc):
 
     * ``read``: message object -> ``(index, format, entry, the entry's copy of the message, its
-      size)`` (see :meth:`entry`);
+      size, its kind for detection)`` (see :meth:`entry`);
     * ``rendered``: entry object -> its message in the output format (see :meth:`rendering`).
 
     Entries are immutable, so a rendering cached for the same entry object is always right.
@@ -250,11 +262,13 @@ class MessageCache:
             return entry
         return None
 
-    def remember(self, message: Any, index: int, fmt: str, entry: Entry) -> None:
+    def remember(self, message: Any, index: int, fmt: str, entry: Entry, kind: int | None = None) -> None:
         """Keep ``entry`` as what ``message`` at ``index`` in ``fmt`` reads as (with the
-        copy of the message its meta holds, and its size, for the next lookup)."""
+        copy of the message its meta holds, its size and its :func:`_kind` for the next
+        lookup)."""
         private = entry.meta[_READ_KEYS[fmt]]
-        self.read.put(message, (index, fmt, entry, private["message"], private.get("size", 0)))
+        kind = _kind(message) if kind is None else kind
+        self.read.put(message, (index, fmt, entry, private["message"], private.get("size", 0), kind))
 
     def rendering(self, entry: Entry, render: Callable[[Entry], Any]) -> Any:
         """``render(entry)``, cached per entry object (do not hand the result out: copy it)."""
@@ -292,6 +306,47 @@ def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Tra
     return checked_transcript(entries, id="transcript", size=size)
 
 
+def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | None:
+    """:func:`to_transcript` of a list that :func:`detect_format` finds OpenAI's, detected and
+    read in one pass that looks at the new messages alone: a message found in ``cache``
+    (the same object, at the same index, equal to its entry's copy) is what it was when
+    read, so its entry and its :func:`_kind` stand. None when the list is not OpenAI's (a
+    Responses item, an Anthropic block, LangChain messages): the caller detects as usual."""
+    if is_langchain_list(messages):
+        return None
+    store = cache.read._store
+    known: list[Any] = []
+    for i, m in enumerate(messages):
+        hit = store.get(id(m))
+        if hit is not None and hit[0] is m:
+            k = hit[1]
+            if k[0] == i and k[1] == "openai" and m == k[3]:
+                if k[5]:
+                    return None
+                known.append(k)
+                continue
+        kind = _kind(m)
+        if kind:
+            return None
+        known.append(kind)
+    check_count(len(messages), where="transcript 'transcript'")
+    entries: list[Entry] = []
+    size = 0
+    read: Any = None
+    for i, (m, k) in enumerate(zip(messages, known)):
+        if type(k) is tuple:
+            entries.append(k[2])
+            size += k[4]
+            continue
+        if read is None:
+            read = reader("openai")[0]
+        entry = read(m, i, transcript_id="transcript")
+        cache.remember(m, i, "openai", entry, kind=k)
+        entries.append(entry)
+        size += entry.meta[OPENAI_KEY].get("size", 0)
+    return checked_transcript(entries, id="transcript", size=size)
+
+
 # -- both ways --------------------------------------------------------------------------------
 
 
@@ -307,6 +362,10 @@ def to_transcript(
         if system is not None:
             raise ParameterError("system= is only for Anthropic message lists; a Transcript carries its system entry")
         return messages, format or "transcript"
+    if format is None and system is None and cache is not None and isinstance(messages, (list, tuple)):
+        source = _read_known(messages, cache)
+        if source is not None:
+            return source, "openai"
     if format is None or format == "transcript":
         fmt = detect_format(messages, system=system)
     else:
