@@ -24,6 +24,14 @@ valid result and how many a SalienceError (for the proxy: a 400 or 413) naming w
 and the internal errors (the proxy: any other status, a 500 included), mutated inputs
 and hangs (all three must be 0; exit 1 otherwise); for the proxy also the restore calls
 its fake model made that the proxy answered (``restored``).
+
+``--values`` times value extraction (:mod:`salience.values`, which every reader's entries
+go through when they are scored or compacted) on adversarial strings of ``--sizes``
+characters (default 2,000, 20,000 and 200,000): long runs that the path and identifier
+patterns once scanned again from every place inside them (quadratic: 29 s for 20 KB of
+'a-'). Prints the seconds per string and how much longer each size took than the one
+before (about the size ratio when linear, its square when quadratic); exits 1 when a
+string took longer than ``--hang`` seconds (default 20, the reader fuzz's limit).
 """
 
 from __future__ import annotations
@@ -86,6 +94,46 @@ def readers(examples: int) -> int:
     return 1 if code != 0 or total["internal"] or total["mutated"] or total["hangs"] else 0
 
 
+#: Repeated units that made the value patterns quadratic, and the runs they stand for.
+ADVERSARIAL = {
+    "a-": "a [\\w-] run: path part, file name, identifier",
+    "a/": "a chain of path parts",
+    "a/.": "a chain of parts each starting after '.'",
+    "a#": "an identifier run with '#'",
+    "1-": "digits and '-'",
+    "é-": "non-ASCII letters and '-'",
+    "a_b-": "snake and kebab case",
+    "---ab1 ": "runs behind three '-'",
+    "x.py#L12 ": "a run entered from inside, after a match",
+    "z": "one letter (the email pattern, quadratic until #15's first fix)",
+}
+
+
+def value_timings(sizes: list[int], hang: float) -> int:
+    """Time :func:`salience.values.extract_values` and ``call_values`` on each adversarial string."""
+    from salience import values
+
+    print("== value extraction on adversarial strings (seconds per string, CPU time; x: growth over the size before)")
+    print(f"{'unit':12} " + " ".join(f"{size:>16,}" for size in sizes) + "  what it stands for")
+    slowest = 0.0
+    for unit, what in ADVERSARIAL.items():
+        cells, before = [], None
+        for size in sizes:
+            text = (unit * (size // len(unit) + 1))[:size]
+            values._extract.cache_clear()
+            start = time.process_time()
+            values.extract_values(text)
+            values.call_values(text)
+            seconds = time.process_time() - start
+            slowest = max(slowest, seconds)
+            grow = f"x{seconds / before:5.1f}" if before else ""
+            cells.append(f"{seconds:9.3f} {grow:>6}")
+            before = max(seconds, 1e-6)
+        print(f"{unit!r:12} " + " ".join(cells) + f"  {what}")
+    print(f"slowest: {slowest:.3f}s (limit {hang:.0f}s)")
+    return 1 if slowest > hang else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cuts", type=int, default=10, help="cut points per run (default: 10)")
@@ -97,7 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=SHARED, help=f"tau-bench folder (default: {SHARED})")
     parser.add_argument("--readers", type=int, default=None, metavar="N",
                         help="run the reader fuzz with N cases per reader instead (tests/test_fuzz_readers.py)")
+    parser.add_argument("--values", action="store_true",
+                        help="time value extraction on adversarial strings instead (see --sizes)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000, 200_000],
+                        help="string lengths for --values (default: 2000 20000 200000)")
+    parser.add_argument("--hang", type=float, default=20.0, help="seconds per string for --values (default: 20)")
     args = parser.parse_args(argv)
+    if args.values:
+        return value_timings(args.sizes, args.hang)
     if args.readers is not None:
         return readers(args.readers)
     if not args.data.exists():

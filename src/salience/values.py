@@ -17,20 +17,40 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 
 __all__ = ["call_values", "extract_values", "value_set"]
 
-# Only from the start of a run of local-part characters: tried at every position inside a
-# long run (60 KB of letters, say), the local part was scanned to the run's end each time,
-# quadratic in the run (6.9 s for 60,000 letters; #15's fuzz found it). From inside a run
-# it could only end where the match from its start ends: the values are the same (on all
-# 23,530 texts of the samples and the shared data, match for match).
+# Linear time, whatever the text (#15: never a hang), with the matches these patterns
+# gave before. Three of them scan a run of characters and may fail at its end: a path's
+# first part ('a-b-c' before '/'), a file name before its extension, and an identifier
+# (whose lookaheads look for a digit and a letter in its run). Tried again from every place
+# in the run where they may start, each scanning to the same end, they were quadratic in
+# the run (20 KB of 'a-': 18 to 29 s; 200 KB: half an hour). From a later place in the same run such a
+# pattern fails as it failed from the first one (a path part ends where it ends, an
+# identifier's run only shrinks), so each is tried only where its run starts (the
+# lookbehinds _PATH_RUN and _ID_RUN, which also let it start after one or two leading '-'
+# or '#': '--x1', '#W123'), and _matches tries by hand the few places where the first try
+# in a run happens elsewhere: in a run entered from inside, where an earlier match ended
+# ('fields.py#L1474': the identifier after the path), and in a run whose first place is
+# further in than the lookbehinds see ('---abc1', '_ab1-cd2'). There, what the pattern
+# needs from the run's end is looked up once per run (_Runs). A path after its first part
+# has at most _SEGMENTS more parts: starting again after each '.' of 'a/.a/.a/...', each
+# try scanned the rest of the chain. So: the same values, kinds and spans as the patterns
+# without these guards on all 19,295 texts of data/ and the shared data and on 800,000
+# random strings of the characters that matter (tests/test_values_linear.py keeps a
+# smaller such check), except a path of more than _SEGMENTS + 1 parts, which gives its
+# last _SEGMENTS + 1. The email pattern was already tried only where its run starts.
+_SEGMENTS = 32
 _EMAIL = r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
+_PATH_RUN = r"(?:(?<![\w\-])|(?<=(?<![\w\-])-)|(?<=(?<![\w\-])--))"
+_PATH_TAIL = rf"(?:/[\w.\-]+){{1,{_SEGMENTS}}}\.\w{{1,5}}\b"
+_EXT_TAIL = r"\.(?:py|js|ts|tsx|jsx|rs|go|java|c|h|cpp|md|json|yaml|yml|toml|txt|csv|html|css|sh|cfg|ini|sql|rb|php)\b"
 _PATH = (
     r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
-    r"|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,5}\b"
-    r"|\b[\w\-]+\.(?:py|js|ts|tsx|jsx|rs|go|java|c|h|cpp|md|json|yaml|yml|toml|txt|csv|html|css|sh|cfg|ini|sql|rb|php)\b"
+    rf"|\b(?=[\w\-]){_PATH_RUN}[\w\-]++{_PATH_TAIL}"
+    rf"|\b(?=[\w\-]){_PATH_RUN}[\w\-]++{_EXT_TAIL}"
 )
 _Q_IN = r"[^\"'`\s:,{}\[\]]"
 _QUOTED = (
@@ -40,7 +60,9 @@ _QUOTED = (
 )
 # Identifiers: tokens mixing letters and digits, or snake/kebab case with digits,
 # or ALLCAPS codes of 3+ letters with digits (HAT136, W123, ORD-4421).
-_IDENT = r"\b(?=[A-Za-z0-9_\-#]*[0-9])(?=[A-Za-z0-9_\-#]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9_\-#]{2,}\b"
+_K = r"[A-Za-z0-9_\-#]"
+_ID_RUN = rf"(?:(?<!{_K})|(?<=(?<!{_K})[\-#])|(?<=(?<!{_K})[\-#][\-#]))"
+_IDENT = rf"\b(?=[A-Za-z0-9]){_ID_RUN}(?=[A-Za-z_\-#]*+[0-9])(?=[0-9_\-#]*+[A-Za-z])[A-Za-z0-9]{_K}{{2,}}\b"
 _SNAKE = r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![\"']?\s*[:=])"
 _NUMBER = (
     r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])"
@@ -50,21 +72,37 @@ _NUMBER = (
 _NAME = r"\b[A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)+\b(?!\s*:)"
 _DATE = r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"
 
+_KINDS = ("email", "quoted", "date", "path", "ident", "snake", "number", "name")
 _PATTERN = re.compile(
     "|".join(
         f"(?P<{name}>{pat})"
-        for name, pat in (
-            ("email", _EMAIL),
-            ("quoted", _QUOTED),
-            ("date", _DATE),
-            ("path", _PATH),
-            ("ident", _IDENT),
-            ("snake", _SNAKE),
-            ("number", _NUMBER),
-            ("name", _NAME),
-        )
+        for name, pat in zip(_KINDS, (_EMAIL, _QUOTED, _DATE, _PATH, _IDENT, _SNAKE, _NUMBER, _NAME))
     )
 )
+_ORDER = {kind: n for n, kind in enumerate(_KINDS)}
+
+# For _matches: the first place at or after a position, inside the run it is in, where a
+# path part or an identifier may start (a word boundary; for an identifier, a letter or
+# digit after '-' or '#')...
+_PATH_NEXT = re.compile(r"[\w\-]*?\b(?=[\w\-])")
+_IDENT_NEXT = re.compile(rf"{_K}*?(?<=[\-#])(?=[A-Za-z0-9])")
+# ... the first such place of a run that the lookbehinds above do not let the pattern try...
+_PATH_FIRST = re.compile(r"(?<![\w\-])-{3,}+(?=\w)")
+_IDENT_FIRST = re.compile(
+    rf"(?<!{_K})(?!(?<!\w)[A-Za-z0-9])(?>{_K}*?(?<=[\-#])(?=[A-Za-z0-9]))"
+    rf"(?<!(?<!{_K})[\-#])(?<!(?<!{_K})[\-#][\-#])"
+)
+# ... and, from where a run ends, what a path part or an identifier needs there.
+_PATH_CHAR = re.compile(r"[\w\-]")
+_IDENT_CHAR = re.compile(_K)
+_PATH_END = re.compile(r"[\w\-]*+")
+_IDENT_END = re.compile(rf"{_K}*+")
+_PATH_AFTER = re.compile(_PATH_TAIL)
+_EXT_AFTER = re.compile(_EXT_TAIL)
+_WORD = re.compile(r"\w")
+_DIGIT = re.compile(r"[0-9]")
+_LETTER = re.compile(r"[A-Za-z]")
+_IDENT_BOUNDARY = re.compile(r"[\-#][A-Za-z0-9_]|[A-Za-z0-9_][\-#]")
 
 # Very common tokens that look like values but carry no information.
 _STOP = {
@@ -87,12 +125,113 @@ def _normalise(kind: str, text: str) -> str | None:
     return text
 
 
+class _Runs:
+    """What _matches learns about the runs it looks into, once per run."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.path_run = (0, 0)  # (where it was first looked at, where it ends)
+        self.ident_run = (0, 0)
+        self.ident_facts = (-1, -1, -1)  # last digit, last letter, last word boundary
+
+    def path_end(self, q: int) -> int:
+        lo, end = self.path_run
+        if not lo <= q < end:
+            end = _PATH_END.match(self.text, q).end()  # type: ignore[union-attr]  # matches ''
+            self.path_run = (q, end)
+        return end
+
+    def ident_end(self, q: int) -> tuple[int, int, int, int]:
+        lo, end = self.ident_run
+        if not lo <= q < end:
+            text = self.text
+            end = _IDENT_END.match(text, q).end()  # type: ignore[union-attr]  # matches ''
+            back = text[q:end][::-1]
+            digit, letter, inner = _DIGIT.search(back), _LETTER.search(back), _IDENT_BOUNDARY.search(back)
+            at_end = bool(_WORD.match(text[end - 1])) != bool(end < len(text) and _WORD.match(text[end]))
+            self.ident_run = (q, end)
+            self.ident_facts = (end - 1 - digit.start() if digit else -1,
+                                end - 1 - letter.start() if letter else -1,
+                                end if at_end else end - 1 - inner.start() if inner else -1)
+        return (end, *self.ident_facts)
+
+
+def _path_at(runs: _Runs, q: int) -> int | None:
+    """Where the path pattern, tried at ``q`` (a word boundary in a [\\w-] run), ends; None if it fails."""
+    end = runs.path_end(q)
+    tail = _PATH_AFTER.match(runs.text, end) or _EXT_AFTER.match(runs.text, end)
+    return tail.end() if tail else None
+
+
+def _ident_at(runs: _Runs, q: int) -> int | None:
+    """Where the identifier pattern, tried at ``q`` (a letter or digit after a boundary), ends; None if it fails."""
+    _, digit, letter, boundary = runs.ident_end(q)
+    return boundary if digit >= q and letter >= q and boundary >= q + 3 else None
+
+
+def _try(text: str, runs: _Runs, q: int, kinds: set[str]) -> tuple[str, int, int, re.Match[str] | None] | None:
+    """What the patterns, tried in order at ``q``, match there; those in ``kinds`` whatever their lookbehinds."""
+    match = _PATTERN.match(text, q)
+    got = (match.lastgroup or "") if match else ""
+    rank = _ORDER[got] if match else len(_ORDER)
+    for kind, at in (("path", _path_at), ("ident", _ident_at)):
+        if kind in kinds and rank >= _ORDER[kind]:
+            if got == kind:
+                break
+            end = at(runs, q)
+            if end is not None:
+                return kind, q, end, None
+    return (got, match.start(), match.end(), match) if match else None
+
+
+def _matches(text: str) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
+    """``_PATTERN.finditer(text)`` as the patterns without their run lookbehinds would scan
+    (see the comment above _SEGMENTS): ``(kind, start, end, match or None)``."""
+    runs = _Runs(text)
+    firsts = sorted(([(m.end(), "path") for m in _PATH_FIRST.finditer(text)] if "---" in text else [])
+                    + ([(m.end(), "ident") for m in _IDENT_FIRST.finditer(text)]
+                       if "-" in text or "#" in text else []))
+    i, pos, n = 0, 0, len(text)
+    found = _PATTERN.search(text)
+    while pos <= n:
+        if found is not None and found.start() < pos:  # else still the first match from pos
+            found = _PATTERN.search(text, pos)
+        limit = found.start() if found else n
+        places: dict[int, set[str]] = {}
+        if 0 < pos < n:  # entered a run from inside: the first place in it to try
+            for kind, same, after in (("path", _PATH_CHAR, _PATH_NEXT), ("ident", _IDENT_CHAR, _IDENT_NEXT)):
+                if same.match(text, pos - 1) and same.match(text, pos):
+                    place = after.match(text, pos)
+                    if place is not None and place.end() <= limit:
+                        places.setdefault(place.end(), set()).add(kind)
+        while i < len(firsts) and firsts[i][0] < pos:
+            i += 1
+        chosen = None
+        while chosen is None:  # the places in order, up to the first that matches
+            first = firsts[i][0] if i < len(firsts) and firsts[i][0] <= limit else n + 1
+            q = min(min(places, default=n + 1), first)
+            if q > n:
+                break
+            kinds = places.pop(q, set())
+            while i < len(firsts) and firsts[i][0] == q:
+                kinds.add(firsts[i][1])
+                i += 1
+            chosen = _try(text, runs, q, kinds)
+        if chosen is None:
+            if found is None:
+                return
+            chosen = (found.lastgroup or "", found.start(), found.end(), found)
+        yield chosen
+        pos = chosen[2]
+
+
 @lru_cache(maxsize=100_000)
 def _extract(text: str) -> tuple[str, ...]:
     out: dict[str, None] = {}
-    for match in _PATTERN.finditer(text):
-        kind = match.lastgroup or ""
-        if kind == "quoted":
+    for kind, start, end, match in _matches(text):
+        if match is None:
+            raw = text[start:end]
+        elif kind == "quoted":
             raw = next((g for g in match.groups() if g is not None and g != match.group(0)), "")
         else:
             raw = match.group(kind)
@@ -120,37 +259,40 @@ def value_set(text: str) -> frozenset[str]:
 
 
 def _leaves(obj: object, out: dict[str, None]) -> None:
-    if isinstance(obj, dict):
-        for v in obj.values():
-            _leaves(v, out)
-    elif isinstance(obj, list):
-        for v in obj:
-            _leaves(v, out)
-    elif isinstance(obj, bool) or obj is None:
-        return
-    elif isinstance(obj, (int, float)):
-        value = _normalise("number", repr(obj))
-        if value is not None:
-            out.setdefault(value, None)
-    elif isinstance(obj, str):
-        s = obj.strip()
-        if 3 <= len(s) <= 80 and s.lower() not in _STOP:
-            out.setdefault(s, None)
-        for v in _extract(s):
-            out.setdefault(v, None)
+    # depth first, in document order, without recursion (json.loads reads arguments nested
+    # deeper than Python's recursion limit allows a recursive walk)
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, (int, float)):
+            value = _normalise("number", repr(item))
+            if value is not None:
+                out.setdefault(value, None)
+        elif isinstance(item, str):
+            s = item.strip()
+            if 3 <= len(s) <= 80 and s.lower() not in _STOP:
+                out.setdefault(s, None)
+            for v in _extract(s):
+                out.setdefault(v, None)
 
 
 def call_values(arguments: str) -> list[str]:
     """The values a tool call's JSON ``arguments`` use: every leaf string (3 to 80
     characters) and number, and the values inside longer strings; keys are not values.
-    Arguments that are not JSON are read as text.
+    Arguments that are not JSON, or nested too deep for the JSON reader, are read as text.
 
     >>> call_values('{"user_id": "mia_li_3668", "flights": [{"flight_number": "HAT136"}], "n": 2}')
     ['mia_li_3668', 'HAT136']
     """
     try:
         obj = json.loads(arguments)
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):
         return extract_values(arguments or "")
     out: dict[str, None] = {}
     _leaves(obj, out)

@@ -1,0 +1,179 @@
+"""Value extraction is linear in its input, with the values the patterns always gave (#15: never a hang).
+
+The patterns that scan a run of characters and may fail at its end (a path's first part, a
+file name before its extension, an identifier) were tried from every place inside the run
+where they may start, each time scanning to the run's end: quadratic ('a-' repeated over
+20 KB took 29 s). Wall-clock limits flake, so the tests below count the work instead: the
+places inside one run where those patterns get to match (each such try scans the run), which
+must stay a few per run, not one per character. :data:`REFERENCE` keeps the patterns as they
+were, to check that the values did not change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from salience import values
+from salience.values import call_values, extract_values, value_set
+
+# The patterns as they were before they were made linear (src/salience/values.py before #15's
+# fix): quadratic on long runs, the reference for what the values are on short texts.
+_Q_IN = r"[^\"'`\s:,{}\[\]]"
+REFERENCE = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in (
+    ("email", r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
+    ("quoted", rf"\"({_Q_IN}[^\"\n]{{1,78}}{_Q_IN})\"(?!\s*:)|'({_Q_IN}[^'\n]{{1,78}}{_Q_IN})'(?!\s*:)"
+               rf"|`({_Q_IN}[^`\n]{{1,78}}{_Q_IN})`"),
+    ("date", r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"),
+    ("path", r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,5}\b"
+             r"|\b[\w\-]+\.(?:py|js|ts|tsx|jsx|rs|go|java|c|h|cpp|md|json|yaml|yml|toml|txt|csv|html|css|sh|cfg|ini"
+             r"|sql|rb|php)\b"),
+    ("ident", r"\b(?=[A-Za-z0-9_\-#]*[0-9])(?=[A-Za-z0-9_\-#]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9_\-#]{2,}\b"),
+    ("snake", r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![\"']?\s*[:=])"),
+    ("number", r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d{3,}(?:\.\d+)?(?![\w])"
+               r"|(?<![\w.])\d+\.\d+(?![\w.])"),
+    ("name", r"\b[A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+)+\b(?!\s*:)"),
+)))
+
+
+def reference_matches(text: str) -> list[tuple[str, int, int]]:
+    """(kind, start, end) of each value match, as the reference patterns scan ``text``."""
+    out = []
+    for m in REFERENCE.finditer(text):
+        kind = m.lastgroup or ""
+        if kind == "quoted":
+            group = next(i for i in range(m.re.groupindex["quoted"] + 1, m.re.groupindex["quoted"] + 4)
+                         if m.group(i) is not None)
+            out.append((kind, m.start(group), m.end(group)))
+        else:
+            out.append((kind, m.start(), m.end()))
+    return out
+
+
+def matches(text: str) -> list[tuple[str, int, int]]:
+    out = []
+    for kind, start, end, m in values._matches(text):
+        if m is not None and kind == "quoted":
+            group = next(i for i in range(m.re.groupindex["quoted"] + 1, m.re.groupindex["quoted"] + 4)
+                         if m.group(i) is not None)
+            start, end = m.start(group), m.end(group)
+        out.append((kind, start, end))
+    return out
+
+
+def reference_values(text: str) -> list[str]:
+    out: dict[str, None] = {}
+    for kind, start, end in reference_matches(text):
+        value = values._normalise(kind, text[start:end])
+        if value is not None:
+            out.setdefault(value, None)
+    return list(out)
+
+
+# --------------------------------------------------------------------------
+# the same values
+# --------------------------------------------------------------------------
+
+#: Texts where the first try of a run is not where the run starts: after a match that ends
+#: inside the run, behind three or more '-', after a '_' or a non-ASCII letter.
+ENTERED_FROM_INSIDE = [
+    "see marshmallow/fields.py#L1474 for it",
+    "sect_C.7.6.3.html#table_C.7-11c)",
+    "2024-01-01-x/y.py and 2024-01-01/x/y.py",
+    "2024-01-01-notes.md",
+    "1234-abc9 and 12:30-ab12",
+    "me@x.com-foo/bar.py and me@x.com1ab2",
+    "---abc1 ----x/y.py ###W123 #W123 --v2x",
+    "_ab1-cd2 __init__-x1 éa1-b2c",
+    "x/y.py-x/y.py-x/y.py",
+    "a_b-c1d-e_f-2g3",
+]
+
+
+@pytest.mark.parametrize("text", ENTERED_FROM_INSIDE, ids=range(len(ENTERED_FROM_INSIDE)))
+def test_runs_entered_from_inside_give_the_values_they_gave(text: str) -> None:
+    assert matches(text) == reference_matches(text)
+    assert extract_values(text) == reference_values(text)
+
+
+def test_the_pinned_values() -> None:
+    assert extract_values("see marshmallow/fields.py#L1474") == ["marshmallow/fields.py", "L1474"]
+    assert extract_values("2024-01-01-x/y.py") == ["2024-01-01", "-x/y.py"]
+    assert extract_values("---abc1 #W123") == ["abc1", "W123"]
+
+
+#: The characters that matter to the patterns, and some pieces that make them match.
+PIECES = st.sampled_from(list("aAbZ19_-#./@'\"`: é,~=\nT\t") + [
+    "py", "com", "2024-01-01", "x@y.io", "Ab Cd", "---", "a_b", "12:30", "1,234", "#L1", "-x1"])
+
+
+@settings(max_examples=1_000, deadline=None, database=None, derandomize=True)
+@given(st.lists(PIECES, max_size=30).map("".join))
+def test_the_same_matches_as_the_reference_patterns(text: str) -> None:
+    assert matches(text) == reference_matches(text)
+    assert extract_values(text) == reference_values(text)
+
+
+def test_a_path_of_many_parts_gives_its_last_parts() -> None:
+    """The one change, on purpose: a path has at most _SEGMENTS parts after its first."""
+    short = "a/" * values._SEGMENTS + "b.py"
+    assert extract_values(short) == [short]
+    long = "a/" * (values._SEGMENTS + 5) + "b.py"
+    assert extract_values(long) == [long[10:]]
+
+
+# --------------------------------------------------------------------------
+# linear: a few tries per run, whatever its length
+# --------------------------------------------------------------------------
+
+#: (run, end): a long run of one kind, and an end that makes a try from inside it succeed,
+#: so that each try from inside the run shows (a try that fails costs the same scan).
+RUNS = {
+    "path part": ("a-" * 1_000, "/x.py"),
+    "file name": ("a-" * 1_000, ".py"),
+    "identifier": ("a-" * 1_000, "1"),
+    "identifier, #": ("a#" * 1_000, "1"),
+    "identifier, --": ("a--" * 700, "1"),
+    "digits": ("1-" * 1_000, "a"),
+    "non-ASCII": ("é-" * 1_000, "/x.py"),
+    "snake and kebab": ("a_b-" * 500, "/x.py"),
+}
+SCANNING = {"path", "ident"}
+
+
+@pytest.mark.parametrize("run,end", RUNS.values(), ids=list(RUNS))
+def test_run_scanning_patterns_are_tried_only_where_a_run_starts(run: str, end: str) -> None:
+    text = " " + run + end + " "
+    tried = [p for p in range(len(text)) if (m := values._PATTERN.match(text, p)) and m.lastgroup in SCANNING]
+    assert len(tried) <= 3, f"{len(tried)} places inside one run: {tried[:5]}..."
+
+
+def test_a_chain_of_parts_is_scanned_a_bounded_number_of_times() -> None:
+    text = "x/" + ".a/" * 1_000 + "b.py"  # a path part may start after each '.'
+    tried = [p for p in range(len(text)) if (m := values._PATTERN.match(text, p)) and m.lastgroup == "path"]
+    assert len(tried) <= values._SEGMENTS + 2
+
+
+#: Long inputs that were quadratic: each runs in a fraction of a second now (hours before
+#: for the longest); not timed here (see benchmarks/bench_fuzz.py --values), only run.
+ADVERSARIAL = ["a-", "a/", "a#", "-a", "1-", "é-", "a/.", "a_b-", "---ab1 ", "x.py#L12 ", "2024-01-01-"]
+
+
+@pytest.mark.parametrize("unit", ADVERSARIAL)
+def test_long_adversarial_runs_are_read(unit: str) -> None:
+    text = (unit * (20_000 // len(unit) + 1))[:20_000]
+    assert isinstance(extract_values(text), list)
+    assert isinstance(call_values(text), list)
+
+
+def test_arguments_nested_deeper_than_the_json_reader_goes_are_read_as_text() -> None:
+    deep = "[" * 5_000 + '"HAT136"' + "]" * 5_000  # json.loads raised RecursionError
+    assert call_values(deep) == ["HAT136"]
+    fine = "[" * 500 + '"HAT136"' + "]" * 500  # and a walk this deep recursed 500 times
+    assert call_values(fine) == ["HAT136"]
+    assert call_values(json.dumps({"a": [1234, {"b": "mia_li_3668"}], "c": "x"})) == ["1234", "mia_li_3668"]
+    assert value_set("HAT136 and W123") == {"HAT136", "W123"}
