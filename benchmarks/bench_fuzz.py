@@ -23,7 +23,9 @@ each proxy endpoint get N/2) and prints, per reader, the cases run, how many gav
 valid result and how many a SalienceError (for the proxy: a 400 or 413) naming where,
 and the internal errors (the proxy: any other status, a 500 included), mutated inputs
 and hangs (all three must be 0; exit 1 otherwise); for the proxy also the restore calls
-its fake model made that the proxy answered (``restored``).
+its fake model made that the proxy answered (``restored``); for ``Compactor.compact`` on
+OpenAI and Anthropic messages, how many inputs were valid for the provider and had their
+output checked in full, and how many of those came out as an empty list.
 
 ``--values`` times value extraction (:mod:`salience.values`, which every reader's entries
 go through when they are scored or compacted) on adversarial strings of ``--sizes``
@@ -91,6 +93,11 @@ def readers(examples: int) -> int:
             total[key] += c.get(key, 0)
     print(f"{'total':36} {total['cases']:7,} {'':7} {'':8} {total['internal']:9,} {total['mutated']:8,} "
           f"{total['hangs']:6,}")
+    for name, c in sorted(counts.items()):
+        if "valid in, checked out" in c:
+            print(f"{name}: {c['valid in, checked out']:,} valid inputs whose output was checked in full "
+                  f"(salience.messages.validate), {c.get('valid in, empty out', 0):,} of them compacted to "
+                  f"an empty message list (everything gave way to a tiny budget; counted, not failed)")
     return 1 if code != 0 or total["internal"] or total["mutated"] or total["hangs"] else 0
 
 

@@ -5,7 +5,12 @@ Seeds: the project's samples (``data/*.jsonl``) rendered as OpenAI and Anthropic
 and the layout fixtures of every data set loader (``tests/fixtures/layouts``). Mutations:
 dropped, duplicated and reordered messages; fields given wrong types; huge strings; deep
 nesting; NaN and infinities; lone surrogates and control characters; duplicate ids;
-for files, also truncation, flipped bytes and stray commas.
+for files, also truncation, flipped bytes and stray commas. Those edits almost always
+break a history (an Anthropic one above all: a dropped, moved or copied message strands a
+``tool_result``), so that ``Compactor.compact`` saw no valid Anthropic input (0 of 38 cases):
+half its cases get edits that keep the history valid instead (:func:`kept_valid`: odd and
+huge text, odd arguments, a cut), and an input the provider takes must come out as one
+it takes, by every check of :mod:`salience.messages.validate`.
 
 The property, for every input:
 
@@ -136,6 +141,35 @@ def mutations(draw: st.DrawFn, fields: st.SearchStrategy[str] = FIELDS) -> list[
     return ops
 
 
+#: Text a provider takes: control characters, lone surrogates, bidi marks, huge and adversarial strings.
+PROVIDER_TEXTS = st.one_of(
+    st.sampled_from(["nul\x00bell\x07esc\x1b", "lone \udc80 surrogate", "\ud83d", "pair \U0001f600", "\u202e rtl",
+                     "\ufeffbom", "line\r\nbreak", '{"broken": ', "NaN", "-Infinity", "a" * 5_000, "a-" * 10_000,
+                     "see src/app/main.py#L12 HAT136 " * 500]),
+    st.text(min_size=1, max_size=30).filter(str.strip),
+    st.builds(lambda n: "z" * n, st.integers(min_value=100_000, max_value=300_000)),
+)
+#: Odd tool call arguments that stay within the readers' limits.
+ARGUMENTS = st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1e308, None, True, "[" * 5_000, '{"broken": ', "\udc80"]),
+    st.integers(min_value=-(2**70), max_value=2**70), PROVIDER_TEXTS, st.builds(nested, st.sampled_from([2, 20])),
+)
+
+
+@st.composite
+def kept_valid(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+    """Up to three edits after which a history is still one the provider takes (none: the seed as it is):
+    a message's text made odd, a tool call's arguments made odd, the history cut after any message
+    (a call left last is pending, which the checks allow)."""
+    ops = []
+    for _ in range(draw(st.integers(min_value=0, max_value=3))):
+        kind = draw(st.sampled_from(["text", "arguments", "truncate"]))
+        value = draw(ARGUMENTS if kind == "arguments" else PROVIDER_TEXTS)
+        ops.append((kind, draw(st.floats(0.05, 1)), draw(st.floats(0, 1)), draw(st.sampled_from(["q", "n", "id"])),
+                    value))
+    return ops
+
+
 def _pick(n: int, fraction: float) -> int:
     return min(n - 1, int(fraction * n))
 
@@ -186,7 +220,37 @@ def mutate(messages: list[Any], ops: list[tuple[Any, ...]], call_keys: tuple[str
             out[i] = copy.deepcopy(value) if b < 0.5 else [out[i]]
         elif kind == "call-id":
             _deep_set(out[i], b, call_keys[0] if a < 0.5 else call_keys[1], "shared-id")
+        elif kind == "text" and isinstance(out[i], dict):
+            _set_text(out[i], value)
+        elif kind == "arguments" and isinstance(out[i], dict):
+            _set_arguments(out[i], key, value)
     return out
+
+
+def _set_text(message: dict[str, Any], text: str) -> None:
+    """The text of ``message`` (a string content, or its first text block) becomes ``text``."""
+    content = message.get("content")
+    if isinstance(content, str) and content.strip():
+        message["content"] = text
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text" and str(block.get("text", "")).strip():
+                block["text"] = text
+                return
+
+
+def _set_arguments(message: dict[str, Any], key: str, value: Any) -> None:
+    """One tool call of ``message`` gets ``value`` as an argument: an Anthropic ``tool_use`` block's
+    ``input[key]``, or an OpenAI call's ``arguments`` string (``value`` as JSON, NaN included)."""
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict) and isinstance(call.get("function"), dict):
+            call["function"]["arguments"] = value if isinstance(value, str) else json.dumps({key: value})
+            return
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
+            block["input"][key] = value
+            return
 
 
 # --------------------------------------------------------------------------
@@ -326,6 +390,40 @@ def _compact_valid(result: Any) -> list[str]:
     return _pairing_problems(result.source) + _pairing_problems(result.transcript)
 
 
+#: What :mod:`salience.messages.validate` says of an empty message list.
+EMPTY = "messages must not be empty"
+
+
+def _provider_checked(messages: Any, system: Any = None, *, anthropic: bool = False) -> Callable[[Any], list[str]]:
+    """:func:`_compact_valid`, and, when ``messages`` (with ``system``) are a history the provider
+    takes (by :mod:`salience.messages.validate`, a pending last call allowed), every problem it
+    finds in the result's messages: what went in valid comes out valid."""
+    from salience.messages.validate import check_anthropic
+
+    def problems(found: Any, system: Any) -> list[str]:
+        try:
+            if anthropic:
+                return check_anthropic(found, system=system, allow_pending=True, alternation=False)
+            return check_openai(found, allow_pending=True)
+        except Exception as exc:  # the check cannot read it: not a history the provider takes
+            return [f"{type(exc).__name__}: {exc}"]
+
+    valid_in = not problems(messages, system)
+
+    def valid(result: Any) -> list[str]:
+        found = _compact_valid(result)
+        if valid_in and not found:
+            counts = COUNTS[f"Compactor.compact ({'anthropic' if anthropic else 'openai'})"]
+            counts["valid in, checked out"] += 1
+            found = problems(result.messages, result.system)
+            if found == [EMPTY]:  # everything gave way to a tiny budget: counted, left to the selector
+                counts["valid in, empty out"] += 1
+                return []
+        return found
+
+    return valid
+
+
 @pytest.fixture(scope="module")
 def compactor() -> Any:
     from salience.scorer.baselines import RecencyScorer
@@ -335,18 +433,20 @@ def compactor() -> Any:
 
 
 @FUZZ
-@given(seed=st.sampled_from(range(len(OPENAI_SEEDS))), ops=mutations(), anthropic=st.booleans(),
-       budget=st.integers(min_value=1, max_value=5_000))
+@given(seed=st.sampled_from(range(len(OPENAI_SEEDS))), ops=st.one_of(kept_valid(), mutations()),
+       anthropic=st.booleans(), budget=st.integers(min_value=1, max_value=5_000))
 def test_fuzz_compact(compactor: Any, seed: int, ops: list[tuple[Any, ...]], anthropic: bool, budget: int) -> None:
+    """Half the edits keep the history valid (:func:`kept_valid`; the others, :func:`mutations`, rarely
+    do): so that valid input is compacted too, and held to come out valid."""
     if anthropic:
         base, system = ANTHROPIC_SEEDS[seed]
         messages = mutate(base, ops)
         check("Compactor.compact (anthropic)", lambda: compactor.compact(messages, budget=budget, system=system),
-              messages, _compact_valid)
+              messages, _provider_checked(messages, system, anthropic=True))
     else:
         messages = mutate(OPENAI_SEEDS[seed], ops)
         check("Compactor.compact (openai)", lambda: compactor.compact(messages, budget=budget), messages,
-              _compact_valid)
+              _provider_checked(messages))
 
 
 # --------------------------------------------------------------------------
