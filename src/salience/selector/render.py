@@ -51,11 +51,15 @@ def _snap(text: str, pos: int, span: int, *, after: bool) -> int:
         return max(0, min(pos, n))
     for sep, width in (("\n", max(1, span)), (" ", min(40, max(1, span)))):
         lo, hi = max(0, pos - width), min(n, pos + width)
-        back = text.rfind(sep, lo, pos)
-        fwd = text.find(sep, pos, hi)
-        cands = [c + 1 for c in (back, fwd) if c >= 0]
-        if cands:
-            return min(cands, key=lambda c: (abs(c - pos), -c if after else c))
+        back = text.rfind(sep, lo, pos) + 1  # 0: none; else a line (word) start <= pos
+        fwd = text.find(sep, pos, hi) + 1  # 0: none; else one > pos
+        if back and fwd:
+            near_back, near_fwd = pos - back, fwd - pos
+            if near_back != near_fwd:
+                return back if near_back < near_fwd else fwd
+            return fwd if after else back
+        if back or fwd:
+            return back or fwd
     return pos
 
 
