@@ -477,6 +477,92 @@ RESTORE = "salience_restore"
 MARKER = __import__("re").compile(r"restore id (m\d+) via " + RESTORE)
 
 
+def _sse(events: list[tuple[str | None, Any]]) -> StreamingResponse:
+    """Events as an SSE response, one event per chunk (as a provider writes them)."""
+    def chunks() -> Iterator[bytes]:
+        for name, data in events:
+            text = data if isinstance(data, str) else json.dumps(data)
+            yield ((f"event: {name}\n" if name else "") + f"data: {text}\n\n").encode()
+
+    return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+def _pieces(text: str, n: int = 3) -> list[str]:
+    step = max(1, len(text) // n)
+    return [text[i:i + step] for i in range(0, len(text), step)]
+
+
+def stream_chat(reply: dict[str, Any]) -> StreamingResponse:
+    """A chat.completion as Chat Completions chunks: the arguments and the text in pieces."""
+    message, base = reply["choices"][0]["message"], {k: reply[k] for k in ("id", "created", "model")}
+
+    def chunk(delta: dict[str, Any], finish: Any = None) -> dict[str, Any]:
+        return {**base, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
+    events += [(None, chunk({"content": piece})) for piece in _pieces(message.get("content") or "")]
+    for k, call in enumerate(message.get("tool_calls") or []):
+        start = {"index": k, "id": call["id"], "type": "function",
+                 "function": {"name": call["function"]["name"], "arguments": ""}}
+        events.append((None, chunk({"tool_calls": [start]})))
+        events += [(None, chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}))
+                   for piece in _pieces(call["function"]["arguments"])]
+    events += [(None, chunk({}, reply["choices"][0]["finish_reason"])), (None, "[DONE]")]
+    return _sse(events)
+
+
+def stream_messages(reply: dict[str, Any]) -> StreamingResponse:
+    """An Anthropic message as its event stream: text and tool input JSON in pieces."""
+    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start", "message": {
+        **reply, "content": [], "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 0}}}),
+        ("ping", {"type": "ping"})]
+    for i, block in enumerate(reply["content"]):
+        if block["type"] == "text":
+            start, deltas = {"type": "text", "text": ""}, [{"type": "text_delta", "text": p}
+                                                           for p in _pieces(block["text"])]
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(json.dumps(block["input"]))]
+        events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": reply["stop_reason"],
+                                                                      "stop_sequence": None},
+                                  "usage": {"output_tokens": 2}}),
+               ("message_stop", {"type": "message_stop"})]
+    return _sse(events)
+
+
+def stream_responses(reply: dict[str, Any]) -> StreamingResponse:
+    """A Responses response as its event stream (items added, text deltas, done, completed)."""
+    n = iter(range(10_000))
+    events: list[tuple[str | None, Any]] = [("response.created", {
+        "type": "response.created", "sequence_number": next(n), "response": {**reply, "status": "in_progress",
+                                                                             "output": []}})]
+    for i, item in enumerate(reply["output"]):
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            events.append(("response.output_item.added", {"type": "response.output_item.added",
+                                                          "sequence_number": next(n), "output_index": i,
+                                                          "item": {**item, "content": [], "status": "in_progress"}}))
+            events.append(("response.content_part.added", {
+                "type": "response.content_part.added", "sequence_number": next(n), "item_id": item["id"],
+                "output_index": i, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}))
+            events += [("response.output_text.delta", {
+                "type": "response.output_text.delta", "sequence_number": next(n), "item_id": item["id"],
+                "output_index": i, "content_index": 0, "delta": p, "logprobs": []}) for p in _pieces(text)]
+        else:
+            events.append(("response.output_item.added", {"type": "response.output_item.added",
+                                                          "sequence_number": next(n), "output_index": i,
+                                                          "item": {**item, "arguments": ""}}))
+        events.append(("response.output_item.done", {"type": "response.output_item.done", "sequence_number": next(n),
+                                                     "output_index": i, "item": item}))
+    events.append(("response.completed", {"type": "response.completed", "sequence_number": next(n),
+                                          "response": reply}))
+    return _sse(events)
+
+
 class ScriptedUpstream:
     """A fake OpenAI + Anthropic API whose model calls the restore tool for the first marker it sees.
 
@@ -519,9 +605,9 @@ class ScriptedUpstream:
             if body["model"] == "restore-mixed":
                 calls.append({"id": "own1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}})
             message = {"role": "assistant", "content": None, "tool_calls": calls}
-        return JSONResponse({"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                             "choices": [{"index": 0, "message": message,
-                                          "finish_reason": "tool_calls" if wanted else "stop"}]})
+        reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if wanted else "stop"}]}
+        return stream_chat(reply) if body.get("stream") else JSONResponse(reply)
 
     async def messages(self, request: Request) -> Response:
         body = await self._record(request)
@@ -534,9 +620,10 @@ class ScriptedUpstream:
         if wanted is not None:
             content = [{"type": "tool_use", "id": f"rs{len(self.received)}", "name": RESTORE,
                         "input": {"ids": [wanted]}}]
-        return JSONResponse({"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                             "content": content, "stop_reason": "tool_use" if wanted else "end_turn",
-                             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 2}})
+        reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
+                 "stop_reason": "tool_use" if wanted else "end_turn", "stop_sequence": None,
+                 "usage": {"input_tokens": 1, "output_tokens": 2}}
+        return stream_messages(reply) if body.get("stream") else JSONResponse(reply)
 
     async def responses(self, request: Request) -> Response:
         body = await self._record(request)
@@ -550,9 +637,9 @@ class ScriptedUpstream:
         if wanted is not None:
             output = [{"type": "function_call", "id": "fc_r", "call_id": f"rs{len(self.received)}", "name": RESTORE,
                        "arguments": json.dumps({"ids": [wanted]}), "status": "completed"}]
-        return JSONResponse({"id": "resp_1", "object": "response", "created_at": 0, "model": body["model"],
-                             "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto",
-                             "tools": [], "output": output})
+        reply = {"id": "resp_1", "object": "response", "created_at": 0, "model": body["model"], "status": "completed",
+                 "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "output": output}
+        return stream_responses(reply) if body.get("stream") else JSONResponse(reply)
 
 
 @pytest.fixture(scope="module")
@@ -579,9 +666,10 @@ def test_restore_tool_chat_is_added_and_answered_with_the_archived_text(restorin
     # the tool is added after the client's own, in the Chat Completions format
     assert [t["function"]["name"] for t in first["tools"]] == ["lookup", RESTORE]
     wanted = MARKER.findall(json.dumps(first["messages"]))[0]
-    # the follow-up: the same compacted request, the model's call, and the archived message exactly
-    assert second["messages"][:len(first["messages"])] == first["messages"]
-    call, answer = second["messages"][len(first["messages"]):]
+    # the follow-up: the history compacted again (the restored text would not fit after the first
+    # request), the model's call, and the archived message exactly
+    assert tokens(Transcript.from_openai(second["messages"])) <= BUDGET
+    call, answer = second["messages"][-2:]
     assert call["tool_calls"][0]["function"]["name"] == RESTORE
     assert answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
                       "content": history[int(wanted[1:])]["content"]}
@@ -642,12 +730,98 @@ def test_restore_rounds_are_bounded(restoring):
     assert reply.stop_reason == "end_turn"
 
 
-def test_streaming_requests_go_without_the_restore_tool(restoring):
+def test_restore_tool_on_a_chat_stream(restoring):
+    upstream, proxy, _ = restoring
+    history = openai_history()
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    before = len(upstream.received)
+    chunks = list(openai_client(proxy).chat.completions.create(model="restore-once", messages=history,
+                                                               tools=[lookup], stream=True))
+    first, second = _sent(upstream, before)
+    assert first["stream"] is True and second["stream"] is True
+    assert [t["function"]["name"] for t in first["tools"]] == ["lookup", RESTORE]
+    wanted = MARKER.findall(json.dumps(first["messages"]))[0]
+    call, answer = second["messages"][-2:]
+    assert call["tool_calls"][0]["function"] == {"name": RESTORE, "arguments": json.dumps({"ids": [wanted]})}
+    assert answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
+                      "content": history[int(wanted[1:])]["content"]}
+    assert check_openai(second["messages"]) == []
+    # the client gets the last round's stream, and never the restore call
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "done: " + history[int(wanted[1:])]["content"][:30]
+    assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_restore_tool_on_anthropic_and_responses_streams(restoring):
+    upstream, proxy, _ = restoring
+    history = anthropic_history()
+    before = len(upstream.received)
+    with anthropic_client(proxy).messages.stream(model="restore-once", max_tokens=64, system="Be brief.",
+                                                 messages=history) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    first, second = _sent(upstream, before)
+    assert first["tools"][-1]["name"] == RESTORE and second["stream"] is True
+    result = second["messages"][-1]["content"][0]
+    wanted = second["messages"][-2]["content"][0]["input"]["ids"][0]
+    original = Transcript.from_anthropic(history, system="Be brief.")
+    assert result["type"] == "tool_result" and result["content"] == next(
+        e.content for e in original.entries if e.id == wanted)
+    assert check_anthropic(second["messages"], system=second.get("system")) == []
+    assert text == "done" and [b.type for b in final.content] == ["text"]
+
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Check my trips."}]
+    for i in range(8):
+        items += [{"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": json.dumps({"k": i})},
+                  {"type": "function_call_output", "call_id": f"c{i}", "output": log_text(f"K{i}")}]
+    items.append({"role": "user", "content": "Which one is delayed?"})
+    before = len(upstream.received)
+    events = list(openai_client(proxy).responses.create(model="restore-once", input=items, stream=True))
+    first, second = _sent(upstream, before)
+    wanted = MARKER.findall(json.dumps(first["input"]))[0]
+    assert second["input"][-1]["output"] == next(e.content for e in from_responses(items).entries if e.id == wanted)
+    assert events[-1].type == "response.completed" and events[-1].response.output_text == "done"
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "done"
+
+
+def test_restore_calls_taken_out_of_a_stream(restoring):
     upstream, proxy, _ = restoring
     before = len(upstream.received)
-    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
-    body = {"model": "restore-once", "messages": openai_history(), "tools": [lookup], "stream": True}
-    assert httpx.post(proxy.url + "/v1/chat/completions", json=body, timeout=30).status_code == 200
-    (sent,) = _sent(upstream, before)
-    assert [t["function"]["name"] for t in sent["tools"]] == ["lookup"]
-    assert MARKER.search(json.dumps(sent["messages"]))  # compacted all the same
+    chunks = list(openai_client(proxy).chat.completions.create(model="restore-mixed", messages=openai_history(),
+                                                               stream=True))
+    assert len(_sent(upstream, before)) == 1  # the client's call must go to the client
+    names = [tc.function.name for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    assert names == ["lookup"] and chunks[-1].choices[0].finish_reason == "tool_calls"
+
+    before = len(upstream.received)
+    with anthropic_client(proxy).messages.stream(model="restore-forever", max_tokens=64,
+                                                 messages=anthropic_history()) as stream:
+        final = stream.get_final_message()
+    assert len(_sent(upstream, before)) == 4  # the request and three answered rounds
+    assert [b.type for b in final.content] == ["text"] and "restore" in final.content[0].text
+    assert final.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("budget", [BUDGET, 1200], ids=["recompacted", "appended"])
+def test_a_restore_follow_up_stays_within_the_budget(restoring, budget):
+    upstream, proxy, _ = restoring
+    history = openai_history(12)
+    before = len(upstream.received)
+    client = openai_client(proxy, default_headers={"x-salience-budget": str(budget)})
+    reply = client.chat.completions.create(model="restore-once", messages=history)
+    first, second = _sent(upstream, before)
+    wanted = MARKER.findall(json.dumps(first["messages"]))[0]
+    call, answer = second["messages"][-2:]
+    assert call["tool_calls"][0]["function"]["name"] == RESTORE
+    assert answer["content"] == history[int(wanted[1:])]["content"]  # restored exactly
+    # the restored text counts against the budget; the follow-up is valid either way
+    assert tokens(Transcript.from_openai(first["messages"])) <= budget
+    assert tokens(Transcript.from_openai(second["messages"])) <= budget
+    assert check_openai(second["messages"]) == []
+    appended = tokens(Transcript.from_openai(first["messages"] + [call, answer]))
+    if budget == BUDGET:  # appending the restored entry would pass the budget: compacted again
+        assert appended > budget and second["messages"][:len(first["messages"])] != first["messages"]
+    else:  # there is room after the first request: appended, so the cached prefix stays
+        assert second["messages"][:len(first["messages"])] == first["messages"]
+    assert reply.choices[0].message.content.startswith("done: ")

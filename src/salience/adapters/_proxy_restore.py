@@ -3,20 +3,29 @@ request, and the model's restore calls answered inside the proxy.
 
 What is supported, precisely:
 
-* **Added**: to every non-streaming request that is compacted, in the endpoint's own
+* **Added**: to every request that is compacted, streaming or not, in the endpoint's own
   format (Chat Completions function tool, Responses function tool, Anthropic tool),
   after the client's own tools (so the cached prefix of the tool list stays put); not
   when a tool of that name is there already, and not when ``tool_choice`` is ``"none"``
-  (OpenAI) or ``{"type": "none"}`` (Anthropic). A streaming request is forwarded
-  without it: the proxy passes streams through as they come and cannot take a call
-  out of one, so the client would see a call to a tool it does not have.
-* **Answered**: when the upstream's answer (status 200, JSON) calls only the restore
-  tool, the proxy answers each call from the compaction of that request
+  (OpenAI) or ``{"type": "none"}`` (Anthropic).
+* **Answered**: when the upstream's answer (status 200) calls only the restore tool, the
+  proxy answers each call from the compaction of that request
   (:meth:`~salience.selector.restore.RestoreTool.answer`: the archived entries, exactly)
-  and sends the request again with the model's turn and the answers appended, up to
-  ``ProxyConfig.restore_rounds`` times; the client gets the last answer. The follow-up
-  is not compacted again, so it may pass the budget by the restored text (at most
-  ``max_ids`` entries per call).
+  and sends the request again, up to ``ProxyConfig.restore_rounds`` times; the client gets
+  the last answer.
+* **The follow-up counts the restored text**: it is the client's history with the model's
+  restore turn and the answers after it, compacted afresh to the same budget (not through
+  the conversation's session, which the client's next request, without the exchange,
+  would otherwise reset). The answer is the latest message, so it is kept and the rest
+  makes room; if the floor and the answer alone are over the budget
+  (``BudgetError``), the follow-up goes uncompacted, as the first request would.
+* **Streaming requests**: the upstream's stream is read to its end each round (the whole
+  turn says whether the model called the tool; :mod:`salience.adapters._proxy_stream`
+  folds its events into the plain answer), so the client gets no event before the last
+  round has finished: the price of the tool on a stream. The last round's stream is
+  sent as the upstream's own bytes, or, when restore calls had to be taken out of it,
+  written anew from the folded answer. Without ``--restore-tool`` streams pass through
+  as they come.
 * **Mixed turns**: when the answer calls the client's tools as well, the restore calls
   are taken out of it (the client cannot answer them, and the proxy cannot send a turn
   with the client's calls unanswered); so they are when the rounds run out. A turn left
@@ -49,9 +58,7 @@ def _tool_name(endpoint: str, tool: Any) -> Any:
 
 
 def wants_tool(endpoint: str, body: dict[str, Any]) -> bool:
-    """Whether the restore tool may be added to ``body``: not streaming, tools not turned off."""
-    if body.get("stream"):
-        return False
+    """Whether the restore tool may be added to ``body``: tools not turned off."""
     choice = body.get("tool_choice")
     if endpoint == "messages":
         return not (isinstance(choice, dict) and choice.get("type") == "none")

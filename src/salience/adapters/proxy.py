@@ -36,9 +36,11 @@ Rules:
   before its call...) gets a 400. The error (in the provider's error shape) names where:
   the line and column, the field, the message or item; it is never forwarded, and never
   a 500. An upstream that cannot be reached gets a 502.
-* **Restore tool** (``restore_tool``, ``--restore-tool``): added to compacted non-streaming
-  requests; the model's calls to it answered inside the proxy from that request's
-  archive (what is and is not supported: :mod:`salience.adapters._proxy_restore`).
+* **Restore tool** (``restore_tool``, ``--restore-tool``): added to compacted requests,
+  streaming or not; the model's calls to it answered inside the proxy from that request's
+  archive, each follow-up compacted again so the restored text counts against the
+  budget. A streaming request with the tool is read from the upstream to its end before
+  the client gets it (what is and is not supported: :mod:`salience.adapters._proxy_restore`).
 * **Logs**: one line per request (endpoint, status, tokens, milliseconds); nothing of
   the prompt unless ``log_content``.
 
@@ -70,6 +72,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('salience proxy needs starlette, uvicorn and httpx: pip install "salience[proxy]"') from exc
 
 from salience.adapters._proxy_restore import add_tool, follow_up, restore_calls, strip_calls, wants_tool
+from salience.adapters._proxy_stream import accumulate
+from salience.adapters._proxy_stream import parse as parse_events
+from salience.adapters._proxy_stream import render as render_events
 from salience.errors import BudgetError, LimitError, ParameterError, SalienceError, TranscriptError, describe
 from salience.limits import Limits, check_size, current, limited, loads
 from salience.messages.responses import check_responses, from_responses, to_responses
@@ -134,7 +139,7 @@ class ProxyConfig:
     by model name). ``transport``: an ``httpx`` transport (tests: ``httpx.MockTransport``).
     ``limits``: the bounds on a request body (:mod:`salience.limits`; default: the limits in
     force where the config is made, :func:`salience.limits.current`). ``restore_tool``: add
-    the restore tool to non-streaming requests and answer its calls, at most
+    the restore tool to compacted requests (streaming ones too) and answer its calls, at most
     ``restore_rounds`` times per request (:mod:`salience.adapters._proxy_restore`).
     """
 
@@ -257,30 +262,48 @@ class _Proxy:
                                                                                                  Compaction | None]:
         session, lock = self.session_for(key, budget)
         with lock, limited(self.config.limits):
-            if endpoint == "chat":
-                result = session.compact(body["messages"], format="openai")
-                return {**body, "messages": result.messages}, result
-            if endpoint == "messages":
-                system = body.get("system")
-                result = session.compact(body["messages"], system=system, format="anthropic")
-                out = {**body, "messages": result.messages}
-                if system is not None or result.system is not None:
-                    out["system"] = result.system if result.system is not None else system
-                return out, result
-            # responses: instructions first, as a system entry
-            source = from_responses(body["input"])
-            instructions = body.get("instructions")
-            if isinstance(instructions, str) and instructions:
-                source = Transcript(id=source.id, entries=(Entry(id="instructions", role="system",
-                                                                 content=instructions), *source.entries))
-            result = session.compact(source)
-            entries = result.transcript.entries
-            out = dict(body)
-            if entries and entries[0].id == "instructions":
-                out["instructions"] = entries[0].content
-                entries = entries[1:]
-            out["input"] = to_responses(Transcript(id=source.id, entries=entries))
+            return self._compact(endpoint, body, session.compact)
+
+    def compact_follow_up(self, endpoint: str, body: dict[str, Any], budget: int) -> tuple[dict[str, Any],
+                                                                                            Compaction]:
+        """A restore follow-up (the client's history, the model's restore calls and their
+        answers) compacted afresh to ``budget``, outside the conversation's session: the
+        client's next request will not hold the restore exchange, and the session must not
+        take it for the history it extends."""
+        compactor = self.config.compactor
+
+        def compact(messages: Any, **kw: Any) -> Compaction:
+            return compactor.compact(messages, budget=budget, **kw)  # type: ignore[no-any-return]
+
+        with limited(self.config.limits):
+            return self._compact(endpoint, body, compact)
+
+    @staticmethod
+    def _compact(endpoint: str, body: dict[str, Any], compact: Any) -> tuple[dict[str, Any], Compaction]:
+        if endpoint == "chat":
+            result = compact(body["messages"], format="openai")
+            return {**body, "messages": result.messages}, result
+        if endpoint == "messages":
+            system = body.get("system")
+            result = compact(body["messages"], system=system, format="anthropic")
+            out = {**body, "messages": result.messages}
+            if system is not None or result.system is not None:
+                out["system"] = result.system if result.system is not None else system
             return out, result
+        # responses: instructions first, as a system entry
+        source = from_responses(body["input"])
+        instructions = body.get("instructions")
+        if isinstance(instructions, str) and instructions:
+            source = Transcript(id=source.id, entries=(Entry(id="instructions", role="system",
+                                                             content=instructions), *source.entries))
+        result = compact(source)
+        entries = result.transcript.entries
+        out = dict(body)
+        if entries and entries[0].id == "instructions":
+            out["instructions"] = entries[0].content
+            entries = entries[1:]
+        out["input"] = to_responses(Transcript(id=source.id, entries=entries))
+        return out, result
 
 
 def _check_body(endpoint: str, body: Any) -> None:
@@ -418,12 +441,21 @@ def build_app(config: ProxyConfig) -> Starlette:
         return _error(endpoint, 502, f"salience proxy: the upstream could not be reached ({type(exc).__name__})")
 
     async def send_restoring(request: Request, path: str, endpoint: str, body: dict[str, Any],
-                             result: Compaction) -> tuple[Response, int]:
-        """Forward a non-streaming request and answer the model's restore calls (at most
-        ``restore_rounds`` times); (the last answer, the restore calls answered)."""
+                             result: Compaction, source: dict[str, Any], budget: int) -> tuple[Response, int]:
+        """Forward a request that has the restore tool and answer the model's restore calls (at
+        most ``restore_rounds`` times); (the last answer, the restore calls answered).
+
+        ``source``: the client's body (uncompacted, with the tool). A follow-up is the request
+        as sent with the model's restore turn and the answers appended when that fits
+        ``budget`` (the cached prefix stays); otherwise the client's history with the
+        exchange, compacted afresh (:meth:`_Proxy.compact_follow_up`): either way a restored
+        entry counts against the budget like any other. A streaming request is read to its
+        end each round (:mod:`salience.adapters._proxy_stream`)."""
         http = await client()
         restore = proxy.restore
+        streaming = bool(body.get("stream"))
         answered = 0
+        sent = result.tokens  # tokens of the request as sent, as the compactor counts them
         for turn in range(config.restore_rounds + 1):
             upstream = http.build_request(request.method, proxy.base + path, headers=_forward_headers(request),
                                           content=_encode(body), params=request.query_params)
@@ -432,19 +464,41 @@ def build_app(config: ProxyConfig) -> Starlette:
             except httpx.HTTPError as exc:
                 return unreachable(path, exc), answered
             data = response.content
-            try:
-                reply = json.loads(data) if response.status_code == 200 else None
-            except ValueError:
-                reply = None
+            reply: Any = None
+            if response.status_code == 200 and streaming:
+                if "text/event-stream" in response.headers.get("content-type", ""):
+                    reply = accumulate(endpoint, parse_events(data))
+            elif response.status_code == 200:
+                try:
+                    reply = json.loads(data)
+                except ValueError:
+                    reply = None
             calls, others = restore_calls(endpoint, reply, restore)
             if not calls or not isinstance(reply, dict):
                 break
             if others or turn == config.restore_rounds:
-                data = _encode(strip_calls(endpoint, reply, restore))
+                stripped = strip_calls(endpoint, reply, restore)
+                data = render_events(endpoint, stripped) if streaming else _encode(stripped)
                 break
             answers = [(cid, restore.answer(result, arguments)) for cid, arguments in calls]
             answered += len(answers)
-            body = follow_up(endpoint, body, reply, answers)
+            appended = follow_up(endpoint, body, reply, answers)
+            source = follow_up(endpoint, source, reply, answers)
+            try:
+                fresh, new = await anyio.to_thread.run_sync(proxy.compact_follow_up, endpoint, source, budget)
+            except BudgetError as exc:  # the floor and the restored text alone are over: as the first request
+                log.warning("%s: a restore follow-up is over budget, forwarded uncompacted (%s)", path, exc.budget)
+                body = appended
+                continue
+            added = new.source_tokens - result.source_tokens  # the model's turn and the answers
+            if sent + added <= budget:  # the exchange fits after what was sent: the cached prefix stays
+                body, sent = appended, sent + added
+            elif _provider_problems(endpoint, fresh):  # pragma: no cover - a bug
+                log.warning("%s: the compacted follow-up would be refused; forwarded as appended", path)
+                body, sent = appended, sent + added
+            else:
+                body, sent = fresh, new.tokens
+            result = new
         return Response(data, status_code=response.status_code, headers=_response_headers(response.headers)), answered
 
     async def send(request: Request, path: str, content: bytes) -> Response:
@@ -523,7 +577,8 @@ def build_app(config: ProxyConfig) -> Starlette:
             tokens_out = result.tokens if result is not None else 0
             restored = 0
             if restoring and result is not None:
-                response, restored = await send_restoring(request, path, endpoint, body, result)
+                response, restored = await send_restoring(request, path, endpoint, body, result,
+                                                          add_tool(endpoint, original, proxy.restore), budget)
             else:
                 response = await send(request, path, content)
             proxy.metrics.record(endpoint, tokens_in=tokens_in, tokens_out=tokens_out, ms=ms,

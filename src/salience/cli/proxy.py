@@ -10,8 +10,9 @@ Usage::
 model name); a request header ``x-salience-budget`` overrides it per request. The
 ``--max-*`` limits (every command that reads input has them, :mod:`salience.limits`)
 bound each request body: a larger one gets a 413, a deeper or longer one a 400.
-``--restore-tool`` adds the restore tool to non-streaming requests and answers the
-model's calls to it (what is supported: :mod:`salience.adapters._proxy_restore`).
+``--restore-tool`` adds the restore tool to each compacted request and answers the
+model's calls to it; a streaming request then reaches the client once the upstream's
+last round has finished (what is supported: :mod:`salience.adapters._proxy_restore`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--log-content", action="store_true",
                         help="log what is sent upstream (prompt content; off by default)")
     parser.add_argument("--restore-tool", action="store_true",
-                        help="add the restore tool (salience_restore) to each non-streaming request and answer the "
-                             "model's calls to it inside the proxy, from the archive of that request's compaction")
+                        help="add the restore tool (salience_restore) to each compacted request and answer the "
+                             "model's calls to it inside the proxy, from the archive of that request's compaction "
+                             "(a streaming request is then read from the upstream to its end before it is sent on)")
     parser.set_defaults(handler=run)
     return parser
 
