@@ -13,12 +13,14 @@ What is supported, precisely:
   (:meth:`~salience.selector.restore.RestoreTool.answer`: the archived entries, exactly)
   and sends the request again, up to ``ProxyConfig.restore_rounds`` times; the client gets
   the last answer.
-* **The follow-up counts the restored text**: it is the client's history with the model's
-  restore turn and the answers after it, compacted afresh to the same budget (not through
-  the conversation's session, which the client's next request, without the exchange,
-  would otherwise reset). The answer is the latest message, so it is kept and the rest
-  makes room; if the floor and the answer alone are over the budget
-  (``BudgetError``), the follow-up goes uncompacted, as the first request would.
+* **The follow-up counts the restored text**: when the model's restore turn and the
+  answers fit the budget after the request as sent, they are appended to it (the cached
+  prefix stays); otherwise the follow-up is the client's history with the exchange,
+  compacted afresh to the same budget (not through the conversation's session, which the
+  client's next request, without the exchange, would otherwise reset), so its prefix may
+  differ from the first request's. The answer is the latest message, so it is pinned and
+  the rest makes room (a pinned entry is trimmed only when nothing else is left to
+  give); if even that cannot fit (``BudgetError``), the follow-up is sent appended.
 * **Streaming requests**: the upstream's stream is read to its end each round (the whole
   turn says whether the model called the tool; :mod:`salience.adapters._proxy_stream`
   folds its events into the plain answer), so the client gets no event before the last
