@@ -803,7 +803,7 @@ def test_restore_calls_taken_out_of_a_stream(restoring):
     assert final.stop_reason == "end_turn"
 
 
-@pytest.mark.parametrize("budget", [BUDGET, 1200], ids=["recompacted", "appended"])
+@pytest.mark.parametrize("budget", [BUDGET, 1200, 150], ids=["recompacted", "appended", "too-big-to-fit"])
 def test_a_restore_follow_up_stays_within_the_budget(restoring, budget):
     upstream, proxy, _ = restoring
     history = openai_history(12)
@@ -817,9 +817,12 @@ def test_a_restore_follow_up_stays_within_the_budget(restoring, budget):
     assert answer["content"] == history[int(wanted[1:])]["content"]  # restored exactly
     # the restored text counts against the budget; the follow-up is valid either way
     assert tokens(Transcript.from_openai(first["messages"])) <= budget
-    assert tokens(Transcript.from_openai(second["messages"])) <= budget
     assert check_openai(second["messages"]) == []
     appended = tokens(Transcript.from_openai(first["messages"] + [call, answer]))
+    if budget == 150:  # the restored entry alone is over the budget: appended rather than lost
+        assert second["messages"][:len(first["messages"])] == first["messages"] and appended > budget
+        return
+    assert tokens(Transcript.from_openai(second["messages"])) <= budget
     if budget == BUDGET:  # appending the restored entry would pass the budget: compacted again
         assert appended > budget and second["messages"][:len(first["messages"])] != first["messages"]
     else:  # there is room after the first request: appended, so the cached prefix stays

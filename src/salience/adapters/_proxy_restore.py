@@ -18,9 +18,11 @@ What is supported, precisely:
   prefix stays); otherwise the follow-up is the client's history with the exchange,
   compacted afresh to the same budget (not through the conversation's session, which the
   client's next request, without the exchange, would otherwise reset), so its prefix may
-  differ from the first request's. The answer is the latest message, so it is pinned and
-  the rest makes room (a pinned entry is trimmed only when nothing else is left to
-  give); if even that cannot fit (``BudgetError``), the follow-up is sent appended.
+  differ from the first request's. The rest makes room for the exchange; when the
+  compacted follow-up would not hold the exchange whole (the restored text and the floor
+  alone are over the budget), or the history cannot be compacted with it (a
+  ``SalienceError``, such as client ids that collide with the new messages' positional
+  ones), the follow-up is sent appended, over the budget, rather than lose the restore.
 * **Streaming requests**: the upstream's stream is read to its end each round (the whole
   turn says whether the model called the tool; :mod:`salience.adapters._proxy_stream`
   folds its events into the plain answer), so the client gets no event before the last

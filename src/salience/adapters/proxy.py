@@ -306,6 +306,18 @@ class _Proxy:
         return out, result
 
 
+def _kept_whole(endpoint: str, fresh: dict[str, Any], appended: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """Whether the compacted follow-up ``fresh`` ends with the restore exchange (what
+    ``appended`` added to the request ``sent``: the model's turn and the answers) exactly:
+    else the restored text would be lost."""
+    key = "input" if endpoint == "responses" else "messages"
+    want, got, before = appended.get(key), fresh.get(key), sent.get(key)
+    if not isinstance(want, list) or not isinstance(got, list) or not isinstance(before, list):
+        return False
+    tail = len(want) - len(before)
+    return 0 < tail <= len(got) and got[-tail:] == want[-tail:]
+
+
 def _check_body(endpoint: str, body: Any) -> None:
     """A :class:`ProxyError` naming the field when ``body`` is not the shape ``endpoint`` takes."""
     if not isinstance(body, dict):
@@ -486,19 +498,23 @@ def build_app(config: ProxyConfig) -> Starlette:
             source = follow_up(endpoint, source, reply, answers)
             try:
                 fresh, new = await anyio.to_thread.run_sync(proxy.compact_follow_up, endpoint, source, budget)
-            except BudgetError as exc:  # the floor and the restored text alone are over: as the first request
-                log.warning("%s: a restore follow-up is over budget, forwarded uncompacted (%s)", path, exc.budget)
-                body = appended
+            except SalienceError as exc:  # over budget with the restored text alone, or ids that collide
+                log.warning("%s: a restore follow-up could not be compacted (%s); forwarded appended", path,
+                            type(exc).__name__)
+                body, sent = appended, budget + 1  # not known: a next round compacts afresh
                 continue
             added = new.source_tokens - result.source_tokens  # the model's turn and the answers
+            result = new
             if sent + added <= budget:  # the exchange fits after what was sent: the cached prefix stays
                 body, sent = appended, sent + added
+            elif not _kept_whole(endpoint, fresh, appended, body):
+                log.warning("%s: the restored text does not fit the budget whole; forwarded appended", path)
+                body, sent = appended, sent + added
             elif _provider_problems(endpoint, fresh):  # pragma: no cover - a bug
-                log.warning("%s: the compacted follow-up would be refused; forwarded as appended", path)
+                log.warning("%s: the compacted follow-up would be refused; forwarded appended", path)
                 body, sent = appended, sent + added
             else:
                 body, sent = fresh, new.tokens
-            result = new
         return Response(data, status_code=response.status_code, headers=_response_headers(response.headers)), answered
 
     async def send(request: Request, path: str, content: bytes) -> Response:
