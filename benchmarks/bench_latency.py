@@ -9,8 +9,9 @@ For each size ``n`` (entries in the history):
   after another behind one system prompt, each repetition with its own call ids and
   its numbers shifted (so no text repeats and no cache is flattered), cut to ``n``
   messages (OpenAI format); the budget is a quarter of its tokens;
-* ``first``: the first call of a fresh process state (every cache emptied: messages,
-  renderings, token counts, features), a full scoring and knapsack;
+* ``first``: the first call with every cache emptied (messages, renderings, token
+  counts, features), a full scoring and knapsack; imports are done and the tokenizer is
+  loaded (``bench_compact.py``'s ``fresh`` is the first call of a new process);
 * steady state, the history growing by one message per call: ``session`` is a
   :class:`~salience.selector.compactor.CompactionSession` (what
   :class:`salience.adapters.OpenAIContext` runs: most calls replay earlier decisions,
