@@ -828,3 +828,36 @@ def test_a_restore_follow_up_stays_within_the_budget(restoring, budget):
     else:  # there is room after the first request: appended, so the cached prefix stays
         assert second["messages"][:len(first["messages"])] == first["messages"]
     assert reply.choices[0].message.content.startswith("done: ")
+
+
+def test_a_plain_answer_to_a_streaming_request_has_its_restore_calls_answered() -> None:
+    # An upstream may answer a streaming request with a plain JSON body: the proxy reads what it
+    # sent, answers the restore call inside, and the client never sees it (the fuzz found the
+    # restore call passed through to the client).
+    from starlette.testclient import TestClient
+
+    bodies: list[Any] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        assert len(bodies) < MAX_REQUESTS
+        if len(bodies) == 1:
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "rs_1", "type": "function", "function": {"name": "salience_restore",
+                                                                "arguments": '{"ids": ["m1"]}'}}]}
+        else:
+            message = {"role": "assistant", "content": "Done."}
+        return httpx.Response(200, json={"object": "chat.completion", "choices": [{"index": 0, "message": message}]})
+
+    history = [{"role": "system", "content": "You are terse."},
+               {"role": "user", "content": " ".join(f"word{i}" for i in range(400))},
+               {"role": "assistant", "content": "Noted."},
+               {"role": "user", "content": "Now finish."}]
+    compactor = Compactor(scorer=Flat(), counter=words, pin_last=2, max_entry_tokens=None)
+    config = ProxyConfig(upstream="http://upstream.test", compactor=compactor, budget=60,
+                         transport=httpx.MockTransport(upstream), restore_tool=True)
+    with TestClient(build_app(config), raise_server_exceptions=False) as client:
+        response = client.post("/v1/chat/completions", json={"model": "m", "messages": history, "stream": True})
+    assert response.status_code == 200
+    assert "rs_1" not in response.text and response.json()["choices"][0]["message"]["content"] == "Done."
+    assert len(bodies) == 2 and any(m.get("tool_call_id") == "rs_1" for m in bodies[1]["messages"])

@@ -477,9 +477,10 @@ def build_app(config: ProxyConfig) -> Starlette:
                 return unreachable(path, exc), answered
             data = response.content
             reply: Any = None
-            if response.status_code == 200 and streaming:
-                if "text/event-stream" in response.headers.get("content-type", ""):
-                    reply = accumulate(endpoint, parse_events(data))
+            # an upstream may answer a streaming request with a plain body: read (and write) what it sent
+            sse = streaming and "text/event-stream" in response.headers.get("content-type", "")
+            if response.status_code == 200 and sse:
+                reply = accumulate(endpoint, parse_events(data))
             elif response.status_code == 200:
                 try:
                     reply = json.loads(data)
@@ -490,7 +491,7 @@ def build_app(config: ProxyConfig) -> Starlette:
                 break
             if others or turn == config.restore_rounds:
                 stripped = strip_calls(endpoint, reply, restore)
-                data = render_events(endpoint, stripped) if streaming else _encode(stripped)
+                data = render_events(endpoint, stripped) if sse else _encode(stripped)
                 break
             answers = [(cid, restore.answer(result, arguments)) for cid, arguments in calls]
             answered += len(answers)
