@@ -957,3 +957,17 @@ def test_the_assistants_plain_last_words_are_not_pinned() -> None:
     acting = [*messages[:3], {"role": "assistant", "content": "```\ndelete_reminder(user='user4')\n```"}]
     result = make(scorer=scorer, pin_last_user=False).compact(acting, budget=total_tokens(acting[3:]) + 1)
     assert result.kept == ("m3",)
+
+
+def test_a_budget_that_holds_no_message_is_a_budget_error_not_an_empty_list() -> None:
+    # No system prompt, and the budget is below the latest message in any form: an empty
+    # list is no answer (providers refuse it). keep_pins gives the latest message, over budget.
+    from salience.scorer.baselines import RecencyScorer
+
+    messages = [{"role": "user", "content": "Please summarise the quarterly report for the board meeting."},
+                {"role": "assistant", "content": "Here is the summary of the quarterly report, in three parts."}]
+    with pytest.raises(BudgetError, match="holds no message, not even the latest"):
+        Compactor(scorer=RecencyScorer()).compact(messages, budget=2)
+    out = Compactor(scorer=RecencyScorer(), on_over_budget="keep_pins").compact(messages, budget=2)
+    assert out.over_budget and len(out.messages) == 1
+    assert out.messages[0]["role"] == "assistant"  # the latest message, in its cheapest form

@@ -137,6 +137,16 @@ def _fits_whole(c: Compactor, messages: Any, budget: int, system: Any, ids: set[
     return run.min_cost(allowed, costs) <= budget
 
 
+def _holds_latest(c: Compactor, messages: Any, budget: int, system: Any) -> bool:
+    """Whether the latest entry fits ``budget`` in its cheapest form (with its tool group)."""
+    source, fmt = to_transcript(messages, system=system, format=None)
+    run = Run(c._config(budget), source, fmt)
+    _, costs, allowed = run.options()
+    allowed = allowed.copy()
+    allowed[-1, 3] = False
+    return run.min_cost(allowed, costs) <= budget
+
+
 def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, restore_seed: int = 0) -> None:
     fmt = "anthropic" if system is not None else "openai"
     before = copy.deepcopy(messages)
@@ -152,7 +162,8 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
         # only the system prompt (and what its tool groups need) may make a budget too small
         source = to_transcript(messages, system=system, format=None)[0]
         hard = {e.id for e in source.entries if e.role == "system"} if c.pin_system else set()
-        assert not _fits_whole(c, messages, budget, system, hard)
+        # ... or no message fits at all, not even the latest in its cheapest form (an empty list is no answer)
+        assert not _fits_whole(c, messages, budget, system, hard) or not _holds_latest(c, messages, budget, system)
         return
     assert messages == before and system == system_before, "input mutated"
     event(f"method={result.method.split('-')[0]}, over_budget={result.over_budget}")

@@ -390,10 +390,6 @@ def _compact_valid(result: Any) -> list[str]:
     return _pairing_problems(result.source) + _pairing_problems(result.transcript)
 
 
-#: What :mod:`salience.messages.validate` says of an empty message list.
-EMPTY = "messages must not be empty"
-
-
 def _provider_checked(messages: Any, system: Any = None, *, anthropic: bool = False) -> Callable[[Any], list[str]]:
     """:func:`_compact_valid`, and, when ``messages`` (with ``system``) are a history the provider
     takes (by :mod:`salience.messages.validate`, a pending last call allowed), every problem it
@@ -416,9 +412,6 @@ def _provider_checked(messages: Any, system: Any = None, *, anthropic: bool = Fa
             counts = COUNTS[f"Compactor.compact ({'anthropic' if anthropic else 'openai'})"]
             counts["valid in, checked out"] += 1
             found = problems(result.messages, result.system)
-            if found == [EMPTY]:  # everything gave way to a tiny budget: counted, left to the selector
-                counts["valid in, empty out"] += 1
-                return []
         return found
 
     return valid

@@ -55,8 +55,9 @@ knapsack. :meth:`Compactor.clear_cache` empties the compactor's caches
 
 Invariants: ``tokens <= budget`` unless what may not give way exceeds it: the system
 prompt whole (with ``pin_system``), Anthropic's first user turn as a stub, and the calls
-their results need (then :class:`~salience.errors.BudgetError`, or with
-``on_over_budget="keep_pins"`` that cheapest valid selection, flagged
+their results need, or a budget that holds no message at all, not even the latest in its
+cheapest form (an empty list is no answer; then :class:`~salience.errors.BudgetError`, or
+with ``on_over_budget="keep_pins"`` that cheapest valid selection, flagged
 ``over_budget=True``). Every other pin stays whole whenever the budget allows and
 degrades (trimmed, stubbed, dropped), oldest first, before anything raises; order kept;
 every tool result next to its call; the caller's messages are never mutated; every
@@ -303,7 +304,8 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             ParameterError: a parameter or argument out of range (the message names it; also a ValueError).
             TranscriptError: malformed messages. FormatError: mixed formats.
             BudgetError: the system prompt (with ``pin_system``) and what must stay beside it
-                exceed the budget (with ``on_over_budget="raise"``); other pins degrade first.
+                exceed the budget, or the budget holds no message at all (with
+                ``on_over_budget="raise"``); other pins degrade first.
             ScorerError: the scorer returned bad scores.
         """
         cfg = self._config(budget)

@@ -34,6 +34,7 @@ A :class:`Run` holds what :meth:`Compactor.compact
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -338,8 +339,29 @@ class Run:
                 raise self._budget_error(budget, required, prob.pins) from None
             sol = knapsack.solve(prob.costs, prob.values, required, **kwargs)  # type: ignore[arg-type]
             over = True
+        choices = np.asarray(sol.choices, dtype=np.int64)
+        if len(choices) and (choices == _DROP).all():  # providers refuse an empty list
+            forced = allowed.copy()
+            forced[-1, _DROP] = False
+            need = self.min_cost(forced, prob.costs)
+            if self.cfg.on_over_budget == "raise" or not np.isfinite(need):
+                raise self._empty_error(budget, need)
+            kwargs["allowed"] = forced
+            sol = knapsack.solve(prob.costs, prob.values, int(math.ceil(need)), **kwargs)  # type: ignore[arg-type]
+            choices, over = np.asarray(sol.choices, dtype=np.int64), True
         self.solver_gap = sol.gap
-        return np.asarray(sol.choices, dtype=np.int64), sol.method, over
+        return choices, sol.method, over
+
+    def _empty_error(self, budget: int, need: float) -> BudgetError:
+        required = int(math.ceil(need)) if np.isfinite(need) else 0
+        cheapest = f" ({required} tokens)" if required else ""
+        return BudgetError(
+            f"budget of {budget} tokens is too small for transcript {self.source.id!r}: it holds no message, not "
+            f"even the latest in its cheapest form{cheapest}, and providers refuse an empty list; raise the budget, "
+            "or pass on_over_budget='keep_pins' to get the latest message, over budget",
+            budget=budget,
+            required=required,
+        )
 
     def _budget_error(self, budget: int, required: int | None, pins: int) -> BudgetError:
         # Only what may not give way makes a problem infeasible: system entries kept whole
