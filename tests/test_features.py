@@ -164,9 +164,9 @@ def test_conversation_features_grow_like_a_cold_computation() -> None:
 
 
 def test_rare_word_references_stop_counting_when_the_word_is_common() -> None:
-    from salience.scorer import features as fm
+    from salience.scorer import prefix
 
-    limit = fm._RARE_WORD_DF
+    limit = prefix._RARE_WORD_DF
     entries = [Entry(id="e0", role="user", content="zebra crossing")]
     entries += [Entry(id=f"e{i}", role="assistant", content=f"zebra {i}") for i in range(1, limit + 3)]
     fe = FeatureExtractor(use_embeddings=False).fit()
@@ -175,3 +175,24 @@ def test_rare_word_references_stop_counting_when_the_word_is_common() -> None:
         X = fe.transform_one(Transcript(id="z", entries=tuple(entries[:k])))
         refs.append(round(float(np.expm1(X[0, _col("later_word_refs")]))))
     assert refs == [limit - 2, limit - 1, 0, 0]
+
+
+def test_a_users_handle_is_pending_until_a_call_copies_it() -> None:
+    # "justinkool" and "decture" are handles (not values: no digit, no capital); the call
+    # copies the first, so one stays pending in the user's turn.
+    t = Transcript.from_openai([
+        {"role": "user", "content": "Invite Justin (justinkool) and Virginia (decture) to the sync."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "invite", "arguments": '{"user": "justinkool"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"invited": true}'},
+    ], id="pending")
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    before = fe.transform_one(Transcript(id="p1", entries=t.entries[:1]))
+    after = fe.transform_one(t)
+    count = lambda X, name: round(float(np.expm1(X[0, _col(name)])))  # noqa: E731
+    assert count(before, "new_handles") == 4  # Justin, justinkool, Virginia, decture
+    assert count(before, "pending_handles") == 4 and count(before, "acted_handles") == 0
+    assert count(after, "pending_handles") == 3 and count(after, "acted_handles") == 1
+    assert after[0, _col("pending_share")] == pytest.approx(0.75)
+    # the call's own arguments are acted on where they appear: nothing pending there
+    assert count(after[1:], "pending_handles") == 0

@@ -138,7 +138,23 @@ def test_quoted_command_gives_the_path_inside_it() -> None:
         {"role": "user", "content": "`tool run --config configs/minimal.toml` crashes"},
         {"role": "assistant", "content": None, "tool_calls": [call("c1", "read_file", path="configs/minimal.toml")]},
     ], id="quoted")
-    assert hindsight_labels(t)[0].values == ("configs/minimal.toml",)
+    assert hindsight_labels(t)[0].values == ("configs/minimal.toml", "minimal.toml")  # the value, then the handle
+
+
+def test_a_handle_the_user_gave_labels_the_users_turn() -> None:
+    # "justinkool" is no value (salience.values), but the call copies it from the user's
+    # turn: hindsight labels that turn needed, by the step that copied it; JSON keys
+    # ("session_token") are never what a call copies.
+    t = Transcript.from_openai([
+        {"role": "user", "content": "Send it to Justin (justinkool), please."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "login")]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"session_token": "ok"}'},
+        {"role": "assistant", "content": None, "tool_calls": [call("c2", "send", session_token="x", to="justinkool")]},
+    ], id="handles")
+    labels = hindsight_labels(t)
+    assert labels[0].needed and labels[0].used_by == ("m3",) and labels[0].values == ("justinkool",)
+    assert labels[0].needed_in == 2
+    assert not labels[2].needed  # the tool result's key is not copied
 
 
 def test_step_references(airline: Transcript) -> None:

@@ -12,7 +12,10 @@ matrix with one row per entry. The columns come in two blocks:
   speaks of oneself, of the listener, in small talk or in the past tense, shared
   media, proper nouns, whether it asks, answers a question or draws a reaction
   ("Wow, ...") from the next entry, the words it is first to use and how often
-  later entries use them again while they stay rare;
+  later entries use them again while they stay rare; and its *handles*
+  (:mod:`salience.scorer.handles`: the distinctive strings a later call may copy,
+  whatever the domain): how many, how dense, how many it introduces, and of those how
+  many a later call has used (acted on) and how many are still pending;
 * *query* features: BM25 against the query, embedding cosine with the query (raw,
   standardised within the transcript, and as a rank), the same for the entry's
   neighbours, value and word overlap with the query, speaker named in the query,
@@ -42,15 +45,17 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from salience._threads import one_thread
 from salience.errors import ParameterError
-from salience.scorer.baselines import build_bm25
+from salience.scorer.columns import _COL, BASE_FEATURES, QUERY_FEATURES
+from salience.scorer.handles import handles as find_handles
+from salience.scorer.handles import leaf_text
+from salience.scorer.handles import tokens as find_tokens
+from salience.scorer.prefix import _Base, _EntryData, _Prefix
 from salience.scorer.text import (
     STOPWORDS,
     content_words,
@@ -60,7 +65,7 @@ from salience.scorer.text import (
     tokenize,
 )
 from salience.tokens import as_counter
-from salience.tooltypes import ToolType, tool_type
+from salience.tooltypes import tool_type
 from salience.values import call_values, extract_values
 
 if TYPE_CHECKING:
@@ -73,74 +78,6 @@ _TIME_WORDS = (
     "ago", "weekend", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
     "november", "december", "2019", "2020", "2021", "2022", "2023", "2024", "2025", "since", "when",
-)
-_ROLES = ("system", "user", "assistant", "tool")
-_TYPES = tuple(t.value for t in ToolType)
-
-BASE_FEATURES: tuple[str, ...] = (
-    *(f"role_{r}" for r in _ROLES),
-    *(f"tooltype_{t}" for t in _TYPES),
-    "n_tool_calls",
-    "is_task",
-    "is_last_user",
-    "position",
-    "log_entries_after",
-    "log_steps_after",
-    "log_tokens",
-    "decision_words",
-    "error_markers",
-    "domain_words",
-    "n_values",
-    "value_density",
-    "digit_share",
-    "fwd_ref_entries",
-    "fwd_ref_steps",
-    "fwd_ref_values",
-    "bwd_ref_values",
-    "superseded",
-    "dup_later",
-    "sim_task",
-    "sim_recent_mean",
-    "sim_recent_max",
-    "speaker_first",
-    "session_position",
-    "is_question",
-    "time_words",
-    # conversational structure and content (0 or neutral where a transcript has none)
-    "turn_in_session",
-    "session_share",
-    "session_first",
-    "session_turns_after",
-    "length_rank_session",
-    "first_person",
-    "second_person",
-    "phatic_words",
-    "past_tense",
-    "shares_media",
-    "proper_nouns",
-    "asks",
-    "after_question",
-    "before_question",
-    "before_reaction",
-    "next_log_tokens",
-    "novel_words",
-    "novel_share",
-    "later_word_refs",
-)
-QUERY_FEATURES: tuple[str, ...] = (
-    "bm25",
-    "bm25_norm",
-    "bm25_rank",
-    "cos_query",
-    "cos_query_z",
-    "cos_query_rank",
-    "cos_neighbor_max",
-    "bm25_neighbor_max",
-    "rrf",
-    "value_overlap",
-    "word_overlap",
-    "speaker_in_query",
-    "time_match",
 )
 
 
@@ -170,8 +107,6 @@ _MEDIA = re.compile(r"\[shares? an? (?:photo|image|picture|file|video)\b", re.IG
 _MEDIA_SPAN = re.compile(r"\[shares?[^\]]*\]", re.IGNORECASE)
 #: A capitalised word that does not start a sentence: a rough proper noun.
 _PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
-#: A word introduced by an entry counts as a later reference only while it stays this rare.
-_RARE_WORD_DF = 20
 
 
 def _count_any(text: str, words: Sequence[str]) -> int:
@@ -197,318 +132,10 @@ def _rank_pct(x: np.ndarray) -> np.ndarray:
     return 1.0 - ranks / n
 
 
-_COL = {name: j for j, name in enumerate(BASE_FEATURES)}
-_ROLE_CODE = {r: k for k, r in enumerate(_ROLES)}
-_ASSISTANT = _ROLE_CODE["assistant"]
 #: How many entries' position-free data (words, values, counts, embedding) one extractor keeps.
 ENTRY_CACHE_SIZE = 50_000
 #: How many entries the growing-transcript states of one extractor hold in all.
 PREFIX_CACHE_ENTRIES = 200_000
-#: Near-duplicate pairs are found this many new entries at a time (bounds memory).
-_DUP_BLOCK = 1024
-
-
-_LOG1P = np.array([math.log1p(k) for k in range(1024)])
-#: Matrix products with fewer multiply-adds than this run on one BLAS thread: starting and
-#: syncing threads costs more than such a product (8x more for 1,000 x 384 x 8 on two busy cores).
-_ONE_THREAD_BELOW = 50_000_000
-
-
-def _blas_threads(work: int) -> Any:
-    """A context that runs BLAS on one thread when ``work`` (multiply-adds) is small."""
-    return one_thread("blas", when=work < _ONE_THREAD_BELOW)
-
-
-def _log1p(counts: np.ndarray) -> np.ndarray:
-    """``math.log1p`` of each whole number in ``counts`` (the very floats the row-by-row code gave)."""
-    global _LOG1P
-    c = np.asarray(counts).astype(np.int64)
-    top = int(c.max()) if c.size else 0
-    table = _LOG1P
-    if top >= len(table):
-        table = np.array([math.log1p(k) for k in range(max(top + 1, 2 * len(table)))])
-        _LOG1P = table
-    return table[c]
-
-
-@dataclass(slots=True)
-class _EntryData:
-    """What one entry contributes to the features wherever it stands; cached by content."""
-
-    static: np.ndarray  # its BASE_FEATURES row, only the columns that do not depend on other entries
-    words: list[str]
-    word_set: frozenset[str]
-    values: frozenset[str]
-    embedding: np.ndarray | None
-    content: tuple[str, ...] = ()  # its distinct non-stop words, in order of first use
-    reaction: bool = False  # it opens by reacting to what came before
-
-
-@dataclass(slots=True)
-class _Base:
-    """Query-independent state of one transcript."""
-
-    matrix: np.ndarray
-    embeddings: np.ndarray | None
-    words: list[list[str]]
-    values: list[frozenset[str]]
-    names: list[str | None]
-    word_sets: list[frozenset[str]] = field(default_factory=list)
-    index: Any = None  # the BM25 index, built on first use
-
-    @property
-    def bm25(self) -> Any:
-        """The BM25 index over the entries' words (None when no entry has a word)."""
-        if self.index is None and any(self.words):
-            self.index = build_bm25(self.words)
-        return self.index
-
-
-class _Prefix:
-    """Base features of a transcript that grows: entries are added one after another.
-
-    Every feature of entry ``i`` that depends on other entries is kept as running
-    state (first appearance of each value, who reused it, the last entry of each call
-    signature, near-duplicates, the task and speakers), updated in ``O(new entries)``
-    per extension. :meth:`assemble` turns the state into the feature matrix with
-    vectorised numpy. A cold computation is the same extension from an empty state,
-    so warm and cold results are the same by construction.
-    """
-
-    def __init__(self) -> None:
-        self.entries: tuple[Entry, ...] = ()
-        self.n = 0
-        self.cap = 0
-        width = len(BASE_FEATURES)
-        self.static = np.zeros((0, width))
-        self.emb: np.ndarray | None = None
-        self.role = np.zeros(0, dtype=np.int8)
-        self.fwd_entries = np.zeros(0)
-        self.fwd_steps = np.zeros(0)
-        self.fwd_values = np.zeros(0)
-        self.bwd_values = np.zeros(0)
-        self.superseded = np.zeros(0)
-        self.dup_later = np.zeros(0, dtype=bool)
-        self.speaker = np.zeros(0)
-        self.session_value = np.zeros(0)
-        self.session_numeric = np.zeros(0, dtype=bool)
-        self.session_code = np.zeros(0, dtype=np.int64)
-        self.turn_in_session = np.zeros(0)
-        self.novel = np.zeros(0)
-        self.distinct = np.zeros(0)
-        self.later_refs = np.zeros(0)
-        self.reaction = np.zeros(0, dtype=bool)
-        self.data: list[_EntryData] = []
-        self.names: list[str | None] = []
-        self.first: dict[str, int] = {}
-        self.reused: list[set[str]] = []
-        self.call_sig: dict[str, tuple[str, str]] = {}
-        self.last_sig: dict[tuple[str, str], int] = {}
-        self.users: list[int] = []
-        self.first_speaker: str | None = None
-        self.max_session: Any = None
-        self.sessions: dict[Any, int] = {}  # session key -> code
-        self.session_turns: list[int] = []  # entries seen so far, per session code
-        self.word_first: dict[str, int] = {}  # content word -> the entry that introduced it
-        self.word_df: dict[str, int] = {}  # content word -> how many entries use it
-        self.base: _Base | None = None
-
-    def _reserve(self, n: int, dim: int | None) -> None:
-        if self.emb is None and dim is not None:
-            self.emb = np.zeros((self.cap, dim), dtype=np.float32)
-        if n <= self.cap:
-            return
-        cap = max(64, n, 2 * self.cap)
-
-        def grow(a: np.ndarray) -> np.ndarray:
-            out = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
-            out[: self.n] = a[: self.n]
-            return out
-
-        for name in ("static", "role", "fwd_entries", "fwd_steps", "fwd_values", "bwd_values", "superseded",
-                     "dup_later", "speaker", "session_value", "session_numeric", "session_code", "turn_in_session",
-                     "novel", "distinct", "later_refs", "reaction"):
-            setattr(self, name, grow(getattr(self, name)))
-        if self.emb is not None:
-            self.emb = grow(self.emb)
-        self.cap = cap
-
-    def extend(self, entries: Sequence[Entry], data: Sequence[_EntryData], dim: int | None) -> None:
-        """Add ``entries`` (with their cached ``data``) after the ones seen so far."""
-        m = self.n
-        n = m + len(entries)
-        self._reserve(n, dim)
-        first, reused, call_sig, last_sig = self.first, self.reused, self.call_sig, self.last_sig
-        fwd_entries, fwd_steps, fwd_values, bwd_values = (self.fwd_entries, self.fwd_steps, self.fwd_values,
-                                                          self.bwd_values)
-        for i, (e, d) in enumerate(zip(entries, data), start=m):
-            role = e.role
-            self.static[i] = d.static
-            self.role[i] = _ROLE_CODE[role]
-            if self.emb is not None and d.embedding is not None:
-                self.emb[i] = d.embedding
-            self.data.append(d)
-            reused.append(set())
-            # first appearance of each value, and who reuses it
-            sources: set[int] = set()
-            for v in d.values:
-                j = first.get(v)
-                if j is None:
-                    first[v] = i
-                else:  # j < i: an entry's values are a set
-                    sources.add(j)
-                    if v not in reused[j]:
-                        reused[j].add(v)
-                        fwd_values[j] += 1
-                    bwd_values[i] += 1
-            for j in sources:
-                fwd_entries[j] += 1
-                if role == "assistant":
-                    fwd_steps[j] += 1
-            # superseded: a later call of the same tool with the same arguments, or a later
-            # tool result of the same tool with the same first line (re-read of a file)
-            sig = call_sig.get(e.tool_call_id) if e.tool_call_id else None
-            if sig is None and role == "tool":
-                sig = (e.name or "", e.content.split("\n", 1)[0][:200])
-            if sig is not None:
-                j = last_sig.get(sig)
-                if j is not None:
-                    self.superseded[j] = 1
-                last_sig[sig] = i
-            for c in e.tool_calls:
-                call_sig[c.id] = (c.name, c.arguments)
-            # task, speakers, sessions
-            if role == "user":
-                self.users.append(i)
-            name = e.name
-            self.names.append(name)
-            if self.first_speaker is None:
-                if role in ("user", "assistant") and name:
-                    self.first_speaker = name
-                    for j in range(i + 1):
-                        self.speaker[j] = float(self.names[j] == name)
-            else:
-                self.speaker[i] = float(name == self.first_speaker)
-            s = e.meta.get("session")
-            if isinstance(s, (int, float)):
-                self.session_numeric[i] = True
-                self.session_value[i] = float(s)
-                self.max_session = s if self.max_session is None else max(self.max_session, s)
-            # turn within its session (a transcript without sessions is one session)
-            key = s if isinstance(s, (int, float, str)) and not isinstance(s, bool) else None
-            code = self.sessions.get(key)
-            if code is None:
-                code = self.sessions[key] = len(self.session_turns)
-                self.session_turns.append(0)
-            self.session_code[i] = code
-            self.turn_in_session[i] = self.session_turns[code]
-            self.session_turns[code] += 1
-            # words this entry introduces, and later entries that use them again while rare
-            self.reaction[i] = d.reaction
-            self.distinct[i] = len(d.content)
-            word_first, word_df = self.word_first, self.word_df
-            for w in d.content:
-                j = word_first.get(w)
-                if j is None:
-                    word_first[w] = i
-                    word_df[w] = 1
-                    self.novel[i] += 1
-                    continue
-                df = word_df[w] = word_df[w] + 1
-                if df <= _RARE_WORD_DF:
-                    self.later_refs[j] += 1
-                elif df == _RARE_WORD_DF + 1:  # no longer rare: none of its uses count
-                    self.later_refs[j] -= _RARE_WORD_DF - 1
-        # near-duplicate of a later entry of the same role (cosine > 0.95)
-        if self.emb is not None:
-            role_codes = self.role
-            for start in range(m, n, _DUP_BLOCK):
-                stop = min(n, start + _DUP_BLOCK)
-                with _blas_threads(stop * (stop - start) * self.emb.shape[1]):
-                    sims = self.emb[:stop] @ self.emb[start:stop].T  # (stop, block)
-                later = np.arange(stop)[:, None] < np.arange(start, stop)[None, :]
-                same_role = role_codes[:stop, None] == role_codes[None, start:stop]
-                self.dup_later[:stop] |= ((sims > 0.95) & later & same_role).any(axis=1)
-        self.entries = self.entries + tuple(entries)
-        self.n = n
-        self.base = None
-
-    def _conversation(self, X: np.ndarray, n: int) -> None:
-        """The columns that place an entry in its session and among its neighbours."""
-        if n == 0:
-            return
-        code = self.session_code[:n]
-        turn = self.turn_in_session[:n]
-        length = np.asarray(self.session_turns, dtype=np.float64)[code]
-        X[:, _COL["turn_in_session"]] = _log1p(turn)
-        X[:, _COL["session_share"]] = turn / np.maximum(length - 1, 1)
-        X[:, _COL["session_first"]] = turn == 0
-        X[:, _COL["session_turns_after"]] = _log1p(length - 1 - turn)
-        tokens = X[:, _COL["log_tokens"]]
-        order = np.lexsort((np.arange(n), -tokens, code))  # by session, longest first
-        rank = np.empty(n)
-        rank[order] = np.arange(n)
-        first_of_session = np.zeros(len(self.session_turns))
-        sorted_codes = code[order]
-        starts = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]
-        first_of_session[sorted_codes[starts]] = starts
-        X[:, _COL["length_rank_session"]] = (rank - first_of_session[code]) / np.maximum(length - 1, 1)
-        asks = X[:, _COL["asks"]]
-        X[1:, _COL["after_question"]] = asks[:-1]
-        X[:-1, _COL["before_question"]] = asks[1:]
-        X[:-1, _COL["before_reaction"]] = self.reaction[1:n]
-        X[:-1, _COL["next_log_tokens"]] = tokens[1:]
-        novel = self.novel[:n]
-        X[:, _COL["novel_words"]] = _log1p(novel)
-        X[:, _COL["novel_share"]] = novel / np.maximum(self.distinct[:n], 1)
-        X[:, _COL["later_word_refs"]] = _log1p(self.later_refs[:n])
-
-    def assemble(self, recent_window: int) -> _Base:
-        """The base features of the ``n`` entries seen so far."""
-        if self.base is not None:
-            return self.base
-        n = self.n
-        X = self.static[:n].copy()
-        idx = np.arange(n)
-        is_step = self.role[:n] == _ASSISTANT
-        steps_after = np.cumsum(is_step[::-1])[::-1] - is_step  # assistant entries strictly after i
-        if self.users:
-            X[self.users[0], _COL["is_task"]] = 1
-            X[self.users[-1], _COL["is_last_user"]] = 1
-        position = idx / max(n - 1, 1)
-        X[:, _COL["position"]] = position
-        X[:, _COL["log_entries_after"]] = _log1p(n - 1 - idx)
-        X[:, _COL["log_steps_after"]] = _log1p(steps_after)
-        X[:, _COL["fwd_ref_entries"]] = _log1p(self.fwd_entries[:n])
-        X[:, _COL["fwd_ref_steps"]] = _log1p(self.fwd_steps[:n])
-        X[:, _COL["fwd_ref_values"]] = _log1p(self.fwd_values[:n])
-        X[:, _COL["bwd_ref_values"]] = _log1p(self.bwd_values[:n])
-        X[:, _COL["superseded"]] = self.superseded[:n]
-        emb = None
-        if self.emb is not None and n:
-            emb = self.emb[:n].copy()
-            k = min(recent_window, n)
-            with _blas_threads(emb.size * (k + 1)):
-                if self.users:
-                    X[:, _COL["sim_task"]] = emb @ emb[self.users[0]]
-                sims = emb @ emb[n - k:].T  # (n, k)
-            X[:, _COL["sim_recent_mean"]] = sims.mean(axis=1)
-            X[:, _COL["sim_recent_max"]] = sims.max(axis=1)
-            X[:, _COL["dup_later"]] = self.dup_later[:n]
-        X[:, _COL["speaker_first"]] = self.speaker[:n]
-        if self.max_session:
-            X[:, _COL["session_position"]] = np.where(
-                self.session_numeric[:n], self.session_value[:n] / self.max_session, position
-            )
-        else:
-            X[:, _COL["session_position"]] = position
-        self._conversation(X, n)
-        data = self.data
-        self.base = _Base(X, emb, [d.words for d in data], [d.values for d in data], list(self.names),
-                          [d.word_set for d in data])
-        return self.base
-
-
 def _frozen(mapping: Mapping[str, str] | None) -> Any:
     return None if mapping is None else tuple(sorted((str(k), str(v)) for k, v in mapping.items()))
 
@@ -728,8 +355,14 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         row[_COL["proper_nouns"]] = math.log1p(len(_PROPER.findall(_MEDIA_SPAN.sub("", e.content))))
         row[_COL["asks"]] = float("?" in e.content)
         content = tuple(dict.fromkeys(w for w in words if w not in STOPWORDS))
+        args = "\n".join(leaf_text(c.arguments) for c in e.tool_calls)
+        leaves = leaf_text(e.content)
+        hs = find_handles(f"{leaves}\n{args}" if args else leaves)
+        row[_COL["n_handles"]] = math.log1p(len(hs))
+        row[_COL["handle_density"]] = 100.0 * len(hs) / max(tokens, 1)
         return _EntryData(static=row, words=words, word_set=frozenset(words), values=values, embedding=None,
-                          content=content, reaction=_REACTION.match(e.content) is not None)
+                          content=content, reaction=_REACTION.match(e.content) is not None, handles=hs,
+                          call_tokens=frozenset(find_tokens(args)) if args else frozenset())
 
     def query_block(self, transcript: Transcript, query: str, base: _Base | None = None) -> np.ndarray:
         """The query features of every entry of ``transcript`` for ``query``."""

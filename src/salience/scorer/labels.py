@@ -9,7 +9,12 @@ Two sources of labels:
   in its text (:func:`~salience.values.extract_values`, looking inside multi-word
   values too, so a quoted command gives the path in it). A value whose first
   appearance is the step itself does not count; the system prompt is an entry like
-  any other. Values match case-insensitively.
+  any other. Values match case-insensitively. A step's calls also use the *handles*
+  their arguments copy (:mod:`salience.scorer.handles`: ``justinkool``, a password, a
+  city, none of them a value), from the entry that first held them (exactly, in its
+  text or its JSON leaves; never a JSON key): what hindsight by values alone misses,
+  such as the user turn that gave the handle. :func:`step_references`, what
+  ``salience bench`` counts, stays by values alone.
 * **Evidence** (transcripts with queries, such as LoCoMo): an entry is needed when
   some query lists it as evidence.
 
@@ -32,11 +37,13 @@ StepRefs(step=3, step_id='m3', refs=(('ZFA04Y', 'm2'),))
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import overload
 
 from salience.errors import ParameterError, TranscriptError
+from salience.scorer.handles import handles, leaf_text, tokens
 from salience.transcript import Entry, Transcript
 from salience.values import call_values, extract_values
 
@@ -164,6 +171,20 @@ def step_references(transcript: Transcript) -> list[StepRefs]:
     ]
 
 
+def _handle_scan(transcript: Transcript) -> Iterator[tuple[int, Entry, list[tuple[str, int]]]]:
+    """Like :func:`_scan`, for the handles (:mod:`salience.scorer.handles`) a step's calls
+    copy: per assistant step with calls, ``(handle, source index)`` of each handle of its
+    arguments that an earlier entry introduced (its content or its calls' arguments)."""
+    first: dict[str, int] = {}
+    for i, entry in enumerate(transcript.entries):
+        args = "\n".join(leaf_text(c.arguments) for c in entry.tool_calls)
+        if entry.role == "assistant" and args:
+            yield i, entry, [(t, first[t]) for t in tokens(args) if t in first]
+        content = leaf_text(entry.content)
+        for h in handles(f"{content}\n{args}" if args else content):
+            first.setdefault(h, i)
+
+
 def hindsight_labels(transcript: Transcript) -> list[EntryLabel]:
     """The hindsight label of every entry of ``transcript``, in order."""
     entries = transcript.entries
@@ -176,7 +197,8 @@ def hindsight_labels(transcript: Transcript) -> list[EntryLabel]:
     needed_in: dict[int, int] = {}
     used_by: dict[int, dict[str, None]] = {}
     values: dict[int, dict[str, None]] = {}
-    for i, entry, refs in _scan(transcript):
+    steps = sorted(itertools.chain(_scan(transcript), _handle_scan(transcript)), key=lambda step: step[0])
+    for i, entry, refs in steps:  # a step's values, then its handles
         for value, j in refs:
             needed_in.setdefault(j, upto[i] - upto[j])
             used_by.setdefault(j, {})[entry.id] = None
