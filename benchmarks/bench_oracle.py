@@ -8,7 +8,10 @@ references: maximise the references visible (a reference is covered by any chose
 text holds it) subject to the budget. Tool pairing is ignored, so it is an upper bound on what
 whole messages can do. Counted two ways: in text tokens (the benchmark's units) and as the
 default :class:`salience.TokenCounter` counts (4 more tokens a message, 3 a call, and the
-system prompt's messages charged too). Printed beside the sliding window. Not part of the tests::
+system prompt's messages charged too). Printed beside the sliding window and beside the
+default ``Compactor`` fed the references as its scores (an entry holding k of them scores
+min(1, k/2), the others 0): what the selector does with a perfect per-entry scorer, pins, tool
+pairing and per-message costs included. Not part of the tests::
 
     python benchmarks/bench_oracle.py [--data ../shared/data] [--domains api-bank,tooltalk]
 """
@@ -28,7 +31,7 @@ except ImportError:  # running from a checkout without installing
 import numpy as np  # noqa: E402
 from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: E402
 
-from salience import load_transcripts  # noqa: E402
+from salience import BudgetError, Compactor, load_transcripts  # noqa: E402
 from salience.bench.independent import (  # noqa: E402
     history_budget,
     independent_references,
@@ -40,6 +43,26 @@ from salience.bench.independent import (  # noqa: E402
 )
 
 MESSAGE, CALL = 4, 3  # what the default TokenCounter adds per message and per call
+
+
+class ReferenceScorer:
+    """Scores that know the step's references: min(1, k/2) for an entry holding k of them."""
+
+    def __init__(self, holds: list[int]) -> None:
+        self.scores = np.minimum(1.0, 0.5 * np.asarray(holds, dtype=float))
+
+    def score(self, transcript: object, query: str | None = None) -> np.ndarray:
+        return self.scores
+
+
+def with_reference_scores(history: list[dict], refs: tuple[str, ...], budget: int) -> int:
+    """References visible after the default Compactor, fed :class:`ReferenceScorer`."""
+    holds = [sum(r in message_text(m) for r in refs) for m in history]
+    try:
+        out = Compactor(scorer=ReferenceScorer(holds)).compact(history, budget=budget).messages
+    except BudgetError:
+        return 0
+    return visible(refs, out)
 
 
 def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capacity: float) -> int:
@@ -65,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fractions", default="0.1,0.25")
     args = parser.parse_args(argv)
     fractions = [float(f) for f in args.fractions.split(",")]
-    print(f"{'domain':<18} {'budget':>6} {'refs':>6} {'window':>7} {'oracle, text':>13} {'oracle, billed':>15}")
+    print(f"{'domain':<18} {'budget':>6} {'refs':>6} {'window':>7} {'oracle, text':>13} {'oracle, billed':>15} "
+          f"{'Compactor, reference scores':>28}")
     for domain in args.domains.split(","):
-        seen = {(f, k): 0 for f in fractions for k in ("window", "text", "billed")}
+        kinds = ("window", "text", "billed", "compactor")
+        seen = {(f, k): 0 for f in fractions for k in kinds}
         total = 0
         for t in load_transcripts(args.data / domain):
             messages = t.to_openai()
@@ -90,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
                     seen[(f, "window")] += visible(refs, sliding_window(history, budget))
                     seen[(f, "text")] += best_cover(refs, texts, text_costs, budget - system_text)
                     seen[(f, "billed")] += best_cover(refs, texts, billed, budget - system_text - MESSAGE * len(system))
+                    seen[(f, "compactor")] += with_reference_scores(history, refs, budget)
         for f in fractions:
-            share = {k: seen[(f, k)] / total if total else float("nan") for k in ("window", "text", "billed")}
+            share = {k: seen[(f, k)] / total if total else float("nan") for k in kinds}
             print(f"{domain:<18} {f:>6.0%} {total:>6} {share['window']:>7.3f} {share['text']:>13.3f} "
-                  f"{share['billed']:>15.3f}")
+                  f"{share['billed']:>15.3f} {share['compactor']:>28.3f}")
     return 0
 
 

@@ -149,9 +149,10 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("fewer_actions", "steps where fewer actions were kept than by the window"),
     ("budget_errors", "BudgetErrors (selector calls)"),
     ("budget_errors_fitting", "BudgetErrors where the system prompt and the latest message fit"),
+    ("empty_fitting", "empty lists returned where the system prompt and the latest message fit (no answer either)"),
     ("over_budget", "outputs over budget (selector calls)"),
 )
-COUNTS = {"fewer_actions", "budget_errors", "budget_errors_fitting", "over_budget"}
+COUNTS = {"fewer_actions", "budget_errors", "budget_errors_fitting", "empty_fitting", "over_budget"}
 
 
 def figure(result: Mapping[str, Any], key: str) -> float:
@@ -161,7 +162,7 @@ def figure(result: Mapping[str, Any], key: str) -> float:
         value = result["actions"]["share"]
     elif key == "fewer_actions":
         value = result["actions"]["fewer_than_reference"] if result["actions"]["steps"] else None
-    elif key in ("budget_errors", "budget_errors_fitting", "over_budget"):
+    elif key in ("budget_errors", "budget_errors_fitting", "empty_fitting", "over_budget"):
         value = result[key]
     else:
         name, _, kind = key.rpartition("_")
@@ -190,7 +191,8 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
     short = {"independent_micro": "indep.", "independent_macro": "indep.\nmacro", "ours_micro": "ours",
              "user_given_micro": "user-\ngiven", "code_micro": "code\nsupport", "actions_kept": "actions\nkept",
              "fewer_actions": "fewer\nactions", "budget_errors": "Budget-\nErrors",
-             "budget_errors_fitting": "Budget-\nErrors,\nfloor fits", "over_budget": "over\nbudget"}
+             "budget_errors_fitting": "Budget-\nErrors,\nfloor fits", "empty_fitting": "empty,\nfloor fits",
+             "over_budget": "over\nbudget"}
     for key, _ in FIGURES:
         table.add_column(short[key], justify="right", no_wrap=True)
     by = _by_method(report)
@@ -199,7 +201,7 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
         table.add_row(method, *cells, style="bold" if method in (SALIENCE, SAME_UNITS) else None)
     table.add_row("refs (steps); calls", *[
         " / ".join(_refs(next(iter(by.values()))[f], key)
-                   for f in (fractions if key == "budget_errors_fitting" else fractions[:1]))
+                   for f in (fractions if key in ("budget_errors_fitting", "empty_fitting") else fractions[:1]))
         for key, _ in FIGURES], style="dim")
     return table
 
@@ -211,7 +213,7 @@ def _refs(result: Mapping[str, Any], key: str) -> str:
         return f"{r['refs']:,} ({r['steps']:,})"
     if key == "actions_kept":
         return f"{result['actions']['total']:,} ({result['actions']['steps']:,})"
-    if key == "budget_errors_fitting":
+    if key in ("budget_errors_fitting", "empty_fitting"):
         return f"{result['fitting']:,}"
     return f"{result['calls']:,} calls"
 

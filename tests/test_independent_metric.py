@@ -381,6 +381,18 @@ def test_budget_errors_are_counted_apart_where_the_system_prompt_and_latest_mess
     assert (tight.budget_errors_fitting, half.budget_errors_fitting, whole.budget_errors_fitting) == (0, 1, 2)
 
 
+def test_empty_lists_are_counted_where_the_system_prompt_and_latest_message_fit() -> None:
+    # An empty list is no answer either (providers refuse it): counted beside the BudgetErrors.
+    def nothing(messages: Any, budget: int) -> Any:
+        return []
+
+    report = evaluate([Transcript.from_openai(AIRLINE, id="air")], {"nothing": nothing}, (0.05, 0.5, 1.0),
+                      counter=words, reference=None)
+    tight, half, whole = (report.result("nothing", f) for f in (0.05, 0.5, 1.0))
+    assert (tight.empty_fitting, half.empty_fitting, whole.empty_fitting) == (0, 1, 2)
+    assert whole.budget_errors == 0 and whole.to_dict()["empty_fitting"] == 2
+
+
 def test_an_output_over_budget_scores_nothing_and_is_counted() -> None:
     def everything(messages: Any, budget: int) -> Any:
         return messages

@@ -182,7 +182,8 @@ class MethodResult:
     many times the selector ran; ``budget_errors`` how many raised
     :class:`~salience.BudgetError`, ``budget_errors_fitting`` how many of those at a
     budget that holds the system messages and the latest message (``fitting`` counts
-    such calls), ``over_budget`` how many returned more tokens than
+    such calls), ``empty_fitting`` how many returned an empty list at such a budget (no
+    answer either: providers refuse an empty list), ``over_budget`` how many returned more tokens than
     the budget, ``invalid`` how many broke tool pairing (:func:`tool_pairing_errors`)
     where the input did not. ``seconds`` is the time spent inside the selector.
     """
@@ -201,6 +202,7 @@ class MethodResult:
     budget_errors: int = 0
     fitting: int = 0
     budget_errors_fitting: int = 0
+    empty_fitting: int = 0
     over_budget: int = 0
     invalid: int = 0
     seconds: float = 0.0
@@ -218,7 +220,8 @@ class MethodResult:
                         "share": _json_float(self.actions_share), "steps": self.action_steps,
                         "fewer_than_reference": self.fewer_actions},
             "calls": self.calls, "budget_errors": self.budget_errors, "fitting": self.fitting,
-            "budget_errors_fitting": self.budget_errors_fitting, "over_budget": self.over_budget,
+            "budget_errors_fitting": self.budget_errors_fitting, "empty_fitting": self.empty_fitting,
+            "over_budget": self.over_budget,
             "invalid": self.invalid, "seconds": round(self.seconds, 3),
         }
 
@@ -376,12 +379,14 @@ class _Acc:
     """Mutable totals of one (method, fraction) while :func:`evaluate` runs."""
 
     __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_fitting", "calls",
-                 "code", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds", "user")
+                 "code", "empty_fitting", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds",
+                 "user")
 
     def __init__(self) -> None:
         self.independent = self.ours = self.user = self.code = Recall()
         self.actions_kept = self.actions_total = self.action_steps = self.fewer = 0
         self.calls = self.budget_errors = self.over = self.invalid = self.fitting = self.budget_errors_fitting = 0
+        self.empty_fitting = 0
         self.seconds = 0.0
 
     def result(self, method: str, fraction: float) -> MethodResult:
@@ -390,6 +395,7 @@ class _Acc:
                             actions_total=self.actions_total, action_steps=self.action_steps,
                             fewer_actions=self.fewer, calls=self.calls, budget_errors=self.budget_errors,
                             fitting=self.fitting, budget_errors_fitting=self.budget_errors_fitting,
+                            empty_fitting=self.empty_fitting,
                             over_budget=self.over, invalid=self.invalid, seconds=self.seconds)
 
 
@@ -463,6 +469,8 @@ def evaluate(
                         a.budget_errors += 1
                         a.budget_errors_fitting += fits
                     a.seconds += time.perf_counter() - t0
+                    if out is not None and fits and not out:
+                        a.empty_fitting += 1
                     if out is not None and messages_tokens(out, tc) > budget:
                         a.over += 1
                         out = None
