@@ -189,7 +189,10 @@ def test_a_users_handle_is_pending_until_a_call_copies_it() -> None:
     fe = FeatureExtractor(use_embeddings=False).fit()
     before = fe.transform_one(Transcript(id="p1", entries=t.entries[:1]))
     after = fe.transform_one(t)
-    count = lambda X, name: round(float(np.expm1(X[0, _col(name)])))  # noqa: E731
+
+    def count(X: np.ndarray, name: str) -> int:
+        return round(float(np.expm1(X[0, _col(name)])))
+
     assert count(before, "new_handles") == 4  # Justin, justinkool, Virginia, decture
     assert count(before, "pending_handles") == 4 and count(before, "acted_handles") == 0
     assert count(after, "pending_handles") == 3 and count(after, "acted_handles") == 1

@@ -269,13 +269,19 @@ def test_anthropic_messages(servers, stream):
     assert body["system"] == "You are a booking agent."
 
 
-def test_openai_responses(servers):
-    upstream, proxy, _ = servers
+def _trip_items() -> list[dict[str, Any]]:
+    """Responses input items: eight lookups with long outputs between two user turns."""
     items: list[dict[str, Any]] = [{"role": "user", "content": "Check my trips."}]
     for i in range(8):
         items += [{"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": json.dumps({"k": i})},
                   {"type": "function_call_output", "call_id": f"c{i}", "output": log_text(f"K{i}")}]
     items.append({"role": "user", "content": "Which one is delayed?"})
+    return items
+
+
+def test_openai_responses(servers):
+    upstream, proxy, _ = servers
+    items = _trip_items()
     reply = openai_client(proxy).responses.create(model="gpt-4o", instructions="You are a booking agent.",
                                                   input=items)
     assert reply.output_text == "Hello world"
@@ -696,11 +702,7 @@ def test_restore_tool_anthropic_and_responses(restoring):
     assert check_anthropic(second["messages"], system=second.get("system")) == []
     assert [b.type for b in reply.content] == ["text"] and reply.content[0].text == "done"
 
-    items: list[dict[str, Any]] = [{"role": "user", "content": "Check my trips."}]
-    for i in range(8):
-        items += [{"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": json.dumps({"k": i})},
-                  {"type": "function_call_output", "call_id": f"c{i}", "output": log_text(f"K{i}")}]
-    items.append({"role": "user", "content": "Which one is delayed?"})
+    items = _trip_items()
     before = len(upstream.received)
     reply = openai_client(proxy).responses.create(model="restore-once", input=items)
     first, second = _sent(upstream, before)
@@ -771,11 +773,7 @@ def test_restore_tool_on_anthropic_and_responses_streams(restoring):
     assert check_anthropic(second["messages"], system=second.get("system")) == []
     assert text == "done" and [b.type for b in final.content] == ["text"]
 
-    items: list[dict[str, Any]] = [{"role": "user", "content": "Check my trips."}]
-    for i in range(8):
-        items += [{"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": json.dumps({"k": i})},
-                  {"type": "function_call_output", "call_id": f"c{i}", "output": log_text(f"K{i}")}]
-    items.append({"role": "user", "content": "Which one is delayed?"})
+    items = _trip_items()
     before = len(upstream.received)
     events = list(openai_client(proxy).responses.create(model="restore-once", input=items, stream=True))
     first, second = _sent(upstream, before)

@@ -52,8 +52,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 
 from salience.errors import ParameterError
 from salience.scorer.columns import _COL, BASE_FEATURES, QUERY_FEATURES
-from salience.scorer.handles import handles as find_handles
-from salience.scorer.handles import leaf_text
+from salience.scorer.handles import call_text, entry_handles
 from salience.scorer.handles import tokens as find_tokens
 from salience.scorer.prefix import _Base, _EntryData, _Prefix
 from salience.scorer.text import (
@@ -355,9 +354,8 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         row[_COL["proper_nouns"]] = math.log1p(len(_PROPER.findall(_MEDIA_SPAN.sub("", e.content))))
         row[_COL["asks"]] = float("?" in e.content)
         content = tuple(dict.fromkeys(w for w in words if w not in STOPWORDS))
-        args = "\n".join(leaf_text(c.arguments) for c in e.tool_calls)
-        leaves = leaf_text(e.content)
-        hs = find_handles(f"{leaves}\n{args}" if args else leaves)
+        args = call_text(e)
+        hs = entry_handles(e, args)
         row[_COL["n_handles"]] = math.log1p(len(hs))
         row[_COL["handle_density"]] = 100.0 * len(hs) / max(tokens, 1)
         return _EntryData(static=row, words=words, word_set=frozenset(words), values=values, embedding=None,

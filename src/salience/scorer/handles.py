@@ -29,11 +29,15 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from salience.scorer.text import STOPWORDS
 from salience.tokens import OFFLINE_ENCODINGS
 
-__all__ = ["handles", "is_handle", "leaf_text", "tokens"]
+if TYPE_CHECKING:
+    from salience.transcript import Entry
+
+__all__ = ["call_text", "entry_handles", "handles", "is_handle", "leaf_text", "tokens"]
 
 #: A token: starts with a letter or digit, ends with a word character (or ``$ ! # %``).
 #: Linear: a failed match can only start on a letter or digit and gives up at the run's end.
@@ -97,3 +101,17 @@ def is_handle(token: str) -> bool:
 def handles(text: str) -> tuple[str, ...]:
     """The handles of ``text``, each once, in order of first use."""
     return tuple(t for t in tokens(text) if is_handle(t))
+
+
+def call_text(entry: Entry) -> str:
+    """The leaves (:func:`leaf_text`) of ``entry``'s calls' arguments, one call after another:
+    what a call copies."""
+    return "\n".join(leaf_text(c.arguments) for c in entry.tool_calls)
+
+
+def entry_handles(entry: Entry, calls: str | None = None) -> tuple[str, ...]:
+    """The handles ``entry`` holds: in its content's leaves and its calls' (``calls``:
+    :func:`call_text` of ``entry``, when the caller has it already)."""
+    calls = call_text(entry) if calls is None else calls
+    content = leaf_text(entry.content)
+    return handles(f"{content}\n{calls}" if calls else content)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from salience.errors import ParameterError, TranscriptError
-from salience.scorer.handles import handles, leaf_text, tokens
+from salience.scorer.handles import call_text, entry_handles, tokens
 from salience.transcript import Entry, Transcript
 from salience.values import call_values, extract_values
 
@@ -177,11 +177,10 @@ def _handle_scan(transcript: Transcript) -> Iterator[tuple[int, Entry, list[tupl
     arguments that an earlier entry introduced (its content or its calls' arguments)."""
     first: dict[str, int] = {}
     for i, entry in enumerate(transcript.entries):
-        args = "\n".join(leaf_text(c.arguments) for c in entry.tool_calls)
+        args = call_text(entry)
         if entry.role == "assistant" and args:
             yield i, entry, [(t, first[t]) for t in tokens(args) if t in first]
-        content = leaf_text(entry.content)
-        for h in handles(f"{content}\n{args}" if args else content):
+        for h in entry_handles(entry, args):
             first.setdefault(h, i)
 
 
