@@ -1,7 +1,7 @@
 """Issue #12's table: a plain ``compact()`` beside LangChain's ``trim_messages``, and the solver's quality.
 
 Run: ``python benchmarks/bench_compact.py [--sizes 100 300 1000 3000 10000] [--steps 20] [--out DIR]
-[--exact-instances 4] [--recall]``
+[--exact-instances 4] [--recall] [--fresh-runs 3] [--bytecode-cache]``
 
 For each size ``n`` (messages in the history, built as in ``bench_latency.py``: the
 project's agent samples run one after another, varied so that no text repeats), the
@@ -14,7 +14,12 @@ per call:
   ``Compactor(scorer=scorer).compact(history, budget=B)``. Inside the timing: the
   tokenizer's load, whatever the call imports on first use, every cache empty. Outside:
   ``import salience`` and the scorer's imports (scikit-learn) and file load, printed
-  beside it (``import``, ``load``). Median of ``--fresh-runs`` processes;
+  beside it (``import``, ``load``). Median of ``--fresh-runs`` processes, wall time and
+  the process's CPU time (steadier on a busy machine). Where ``PYTHONDONTWRITEBYTECODE``
+  is set (as on this project's machine) each new process compiles salience's modules from
+  source, the call's lazy imports included; ``--bytecode-cache`` gives the children a
+  bytecode cache of their own (``PYTHONPYCACHEPREFIX``, filled by one untimed process
+  first), as an installed package has;
 * ``first``: the same call in this process with every cache emptied
   (``bench_latency.cold``): imports done and the tokenizer loaded, so only the per-entry
   work of a first call (token counts, features, options);
@@ -121,27 +126,33 @@ sys.path.insert(0, {benchmarks!r})
 from bench_latency import agent_history
 messages = agent_history({n})
 compactor = Compactor(scorer=scorer)
-t3 = time.perf_counter()
+t3, c3 = time.perf_counter(), time.process_time()
 result = compactor.compact(messages, budget={budget})
-t4 = time.perf_counter()
-print(json.dumps({{"import_ms": (t1 - t0) * 1000, "load_ms": (t2 - t1) * 1000, "fresh_ms": (t4 - t3) * 1000}}))
+t4, c4 = time.perf_counter(), time.process_time()
+print(json.dumps({{"import_ms": (t1 - t0) * 1000, "load_ms": (t2 - t1) * 1000, "fresh_ms": (t4 - t3) * 1000,
+                  "fresh_cpu_ms": (c4 - c3) * 1000}}))
 """
 
 
-def fresh(n: int, budget: int, runs: int) -> dict[str, float]:
-    """Medians over ``runs`` new processes (:data:`FRESH_CHILD`) of the import, the scorer's load and the first call."""
+def fresh(n: int, budget: int, runs: int, pycache: Path | None = None) -> dict[str, float]:
+    """Medians over ``runs`` new processes (:data:`FRESH_CHILD`) of the import, the scorer's load and the first call
+    (wall, and the first call's CPU time); ``pycache``: the children's own bytecode cache, filled by one untimed run."""
+    code = FRESH_CHILD.format(benchmarks=str(ROOT / "benchmarks"), n=n, budget=budget)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
+                                                      if p))
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
     got = []
-    for _ in range(runs):
-        code = FRESH_CHILD.format(benchmarks=str(ROOT / "benchmarks"), n=n, budget=budget)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
-                                                          if p))
+    for k in range(runs + (pycache is not None)):
         out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
-        got.append(json.loads(out.strip().splitlines()[-1]))
-    return {key: statistics.median(g[key] for g in got) for key in ("import_ms", "load_ms", "fresh_ms")}
+        if pycache is None or k > 0:
+            got.append(json.loads(out.strip().splitlines()[-1]))
+    return {key: statistics.median(g[key] for g in got) for key in ("import_ms", "load_ms", "fresh_ms", "fresh_cpu_ms")}
 
 
 def bench_size(n: int, steps: int, scorer: Any, share: float,
-               fresh_runs: int = 3) -> tuple[dict[str, Any], list[Instance]]:
+               fresh_runs: int = 3, pycache: Path | None = None) -> tuple[dict[str, Any], list[Instance]]:
     from langchain_core.messages import trim_messages
 
     from salience.adapters.langchain import to_langchain
@@ -151,11 +162,13 @@ def bench_size(n: int, steps: int, scorer: Any, share: float,
     budget = max(1000, int(tokens * share))
     row: dict[str, Any] = {"entries": n, "tokens": tokens, "budget": budget}
     if fresh_runs:
-        row.update(fresh(n, budget, fresh_runs))
+        row.update(fresh(n, budget, fresh_runs, pycache))
 
     cold(scorer)
     compactor = Compactor(scorer=scorer)
+    c0 = time.process_time()
     row["first_ms"], first = ms(lambda: compactor.compact(messages[:n], budget=budget))
+    row["first_cpu_ms"] = (time.process_time() - c0) * 1000
     row["first_method"] = first.method
     plain = []
     with Recorder() as rec:
@@ -297,18 +310,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=6, help="--recall: measured steps per transcript")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     parser.add_argument("--fresh-runs", type=int, default=3, help="new processes timed per size for the first call")
+    parser.add_argument("--bytecode-cache", action="store_true",
+                        help="fresh: the new processes keep a bytecode cache (PYTHONPYCACHEPREFIX under --out), "
+                             "as an installed package has, even where PYTHONDONTWRITEBYTECODE is set")
     args = parser.parse_args(argv)
     scorer, what = load_scorer()
     print(f"scorer: {what}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     rows, qualities = [], []
     for n in args.sizes:
-        row, instances = bench_size(n, args.steps, scorer, args.share, args.fresh_runs)
+        pycache = args.out / "pycache" if args.bytecode_cache else None
+        row, instances = bench_size(n, args.steps, scorer, args.share, args.fresh_runs, pycache)
         rows.append(row)
         qualities.append(quality(instances, args.exact_instances, args.exact_cells))
         if "fresh_ms" in row:
-            print(f"  {n:>6} messages: first call of a new process {row['fresh_ms']:.0f} ms (after import salience "
-                  f"{row['import_ms']:.0f} ms and the scorer's load {row['load_ms']:.0f} ms)", flush=True)
-        print(f"  {n:>6} messages: first (caches emptied) {row['first_ms']:.0f} ms, plain {row['plain_ms']:.1f} ms "
+            print(f"  {n:>6} messages: first call of a new process {row['fresh_ms']:.0f} ms, CPU "
+                  f"{row['fresh_cpu_ms']:.0f} ms (after import salience {row['import_ms']:.0f} ms and the scorer's "
+                  f"load {row['load_ms']:.0f} ms{'; bytecode cached' if pycache else ''})", flush=True)
+        print(f"  {n:>6} messages: first (caches emptied) {row['first_ms']:.0f} ms, CPU {row['first_cpu_ms']:.0f} ms, "
+              f"plain {row['plain_ms']:.1f} ms "
               f"(solver {row['solve_ms']:.1f} ms), session {row['session_ms']:.2f} ms, trim_messages "
               f"{row['trim_ms']:.1f} ms / {row['trim_memo_ms']:.2f} ms memoized", flush=True)
 

@@ -509,13 +509,38 @@ class _Calibrated:
         self.classes_ = getattr(estimator, "classes_", np.array([0, 1]))
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        raw = np.asarray(self.estimator.predict_proba(X)[:, 1])
+        raw = _positive_proba(self.estimator, X)
         if hasattr(self.calibrator, "predict_proba"):  # Platt: a logistic regression on the raw score
             p = self.calibrator.predict_proba(raw.reshape(-1, 1))[:, 1]
         else:  # isotonic: a step function; the raw score orders the entries of each step
-            p = (1.0 - TIE_BREAK) * np.asarray(self.calibrator.predict(raw)) + TIE_BREAK * raw
+            p = (1.0 - TIE_BREAK) * _isotonic_predict(self.calibrator, raw) + TIE_BREAK * raw
         p = np.clip(p, 0.0, 1.0)
         return np.column_stack([1.0 - p, p])
+
+
+def _isotonic_predict(calibrator: Any, raw: np.ndarray) -> np.ndarray:
+    """``calibrator.predict(raw)``: for a fitted ``IsotonicRegression`` and a 1-d float64
+    array of finite values, what its ``predict`` computes (clip to the fitted range, then
+    interpolate) without re-validating ``raw``, which on a process's first call scans every
+    installed package's entry points (about 30 ms); anything else goes to ``predict``.
+    tests/test_speed_paths.py checks it against ``predict``.
+    """
+    from sklearn.isotonic import IsotonicRegression
+
+    if (
+        type(calibrator) is IsotonicRegression
+        and type(raw) is np.ndarray
+        and raw.ndim == 1
+        and raw.size > 0
+        and raw.dtype == np.float64
+        and all(hasattr(calibrator, a) for a in ("X_thresholds_", "X_min_", "X_max_", "f_"))
+        and calibrator.X_thresholds_.dtype == np.float64
+        and calibrator.out_of_bounds in ("clip", "nan")
+        and bool(np.isfinite(raw).all())  # validation refuses NaN, infinity and no rows: let predict say so
+    ):
+        T = np.clip(raw, calibrator.X_min_, calibrator.X_max_) if calibrator.out_of_bounds == "clip" else raw
+        return np.asarray(calibrator.f_(T).astype(T.dtype))
+    return np.asarray(calibrator.predict(raw))
 
 
 def _calibrator(method: str, raw: np.ndarray, y: np.ndarray) -> Any:
@@ -540,14 +565,90 @@ def _classification_metrics(y: np.ndarray, p: np.ndarray, prefix: str) -> dict[s
     }
 
 
+#: Inputs up to this many rows are predicted on one OpenMP thread.
+_ONE_THREAD_ROWS = 20_000
+
+
 def _predict(model: Any, X: np.ndarray) -> np.ndarray:
     """``predict_proba(X)[:, 1]`` on one thread when ``X`` is small.
 
     OpenMP's thread start-up and spinning cost far more than a few hundred rows take
     to predict (100x on a busy two-core machine), so small inputs run single-threaded.
     """
-    with one_thread("openmp", when=len(X) <= 20_000):
-        return np.asarray(model.predict_proba(X)[:, 1])
+    if isinstance(model, _Calibrated):
+        return np.asarray(model.predict_proba(X)[:, 1])  # its estimator's call picks the threads
+    return _positive_proba(model, X)
+
+
+def _positive_proba(estimator: Any, X: np.ndarray) -> np.ndarray:
+    """``estimator.predict_proba(X)[:, 1]``, on one OpenMP thread when ``X`` is small
+    (:data:`_ONE_THREAD_ROWS`): a histogram gradient-boosting classifier's by :func:`_hgb_proba`,
+    any other's inside :func:`~salience._threads.one_thread`."""
+    small = len(X) <= _ONE_THREAD_ROWS
+    if small:
+        fast = _hgb_proba(estimator, X)
+        if fast is not None:
+            return fast
+    with one_thread("openmp", when=small):
+        return np.asarray(estimator.predict_proba(X)[:, 1])
+
+
+#: What :func:`_hgb_proba` reads of a fitted HistGradientBoostingClassifier.
+_HGB_ATTRS = ("_predictors", "_baseline_prediction", "_loss", "_bin_mapper", "_predict_iterations",
+              "n_trees_per_iteration_", "n_features_in_")
+
+
+_LAYOUTS: dict[Any, bool] = {}  # class -> whether _hgb_proba may read it
+
+
+def _hgb_layout_known(cls: Any) -> bool:
+    """Whether ``cls._predict_iterations`` takes what :func:`_hgb_proba` passes (scikit-learn 1.9's does; any
+    other signature: the plain path)."""
+    known = _LAYOUTS.get(cls)
+    if known is None:
+        import inspect
+
+        try:
+            params = list(inspect.signature(cls._predict_iterations).parameters)
+        except (AttributeError, TypeError, ValueError):
+            params = []
+        known = _LAYOUTS[cls] = params == ["self", "X", "predictors", "raw_predictions", "is_binned", "n_threads"]
+    return known
+
+
+def _hgb_proba(est: Any, X: Any) -> np.ndarray | None:
+    """``est.predict_proba(X)[:, 1]`` of a fitted ``HistGradientBoostingClassifier`` on one
+    OpenMP thread, bit for bit (each row's prediction is its own, whatever the threads), or
+    None when ``est`` or ``X`` is not the plain case this handles.
+
+    What ``predict_proba`` does (``_raw_predict``, then the loss's link), with the thread
+    count passed to the trees instead of set process-wide through threadpoolctl (whose
+    controller costs 20-40 ms to build on a process's first prediction), and without
+    re-validating ``X``: a 2-d float64 array with the fitted feature count is what
+    validation would return as it is (``ensure_all_finite=False``), and skipping it skips
+    its first call's scan of every installed package's entry points (about 30 ms).
+    tests/test_speed_paths.py checks it against ``predict_proba``.
+    """
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    if (
+        type(est) is not HistGradientBoostingClassifier
+        or not _hgb_layout_known(HistGradientBoostingClassifier)
+        or type(X) is not np.ndarray
+        or X.dtype != np.float64
+        or X.ndim != 2
+        or X.shape[0] == 0  # validation refuses an empty input: let predict_proba say so
+        or not all(hasattr(est, a) for a in _HGB_ATTRS)
+        or X.shape[1] != est.n_features_in_
+        or getattr(est, "_preprocessor", None) is not None  # categorical features: sklearn encodes them first
+        or getattr(est, "feature_names_in_", None) is not None  # fitted on a frame: sklearn checks the names
+        or getattr(est, "_in_fit", False)
+    ):
+        return None
+    raw = np.zeros((X.shape[0], est.n_trees_per_iteration_), dtype=est._baseline_prediction.dtype, order="F")
+    raw += est._baseline_prediction
+    est._predict_iterations(X, est._predictors, raw, False, 1)
+    return np.asarray(est._loss.predict_proba(raw)[:, 1])
 
 
 def _hgb_gain(est: Any, n_features: int) -> np.ndarray:

@@ -98,19 +98,63 @@ _CJK_RUN = re.compile(rf"[{_CJK}]+")
 
 
 def _keyword_pattern(words: Iterable[str]) -> re.Pattern[str]:
+    """One case-insensitive alternation of ``words`` (English ones as whole words).
+
+    Led by a lookahead for the characters a word can start with: every match starts
+    with one, so the matches are the same, and the engine skips the other positions at
+    once instead of trying each alternative there (about 5x faster on agent logs).
+    """
+    words = list(words)
     parts = []
+    lead: set[str] = set()
     for word in words:
         if _CJK_RUN.search(word):
             parts.append(re.escape(word))
+            lead.add(word[:1])
         else:
             body = r"\s+".join(re.escape(w) for w in word.split())
             body = body.replace("'", "['’]")
             parts.append(rf"\b{body}\b")
-    return re.compile("|".join(parts), re.IGNORECASE)
+            first = word.split()[0][:1] if word.split() else ""
+            lead.update(("'", "’") if first == "'" else (first,))
+    alternation = "|".join(parts)
+    if "" in lead:  # a blank word matches where no character leads: no lookahead
+        return re.compile(alternation, re.IGNORECASE)
+    chars = "".join(re.escape(c) for c in sorted(lead))
+    return re.compile(rf"(?=[{chars}])(?:{alternation})", re.IGNORECASE)
+
+
+def _ascii_stems(words: Iterable[str]) -> tuple[str, ...] | None:
+    """For each of ``words`` that can match an ASCII text, its longest piece without spaces or
+    apostrophes, lower-cased: every match of :func:`_keyword_pattern` in an ASCII text holds one
+    of these (case aside), so an ASCII text that holds none has no match.
+
+    Words with a CJK character never match an ASCII text (CJK has no case), so they add
+    nothing. None (no prefilter) when an English word is not ASCII: case-insensitive, a
+    non-ASCII letter may match an ASCII one (the Kelvin sign matches ``k``).
+    """
+    stems: list[str] = []
+    for word in words:
+        if _CJK_RUN.search(word):
+            continue
+        pieces = [p for p in re.split(r"\s+|'", word.lower()) if p]
+        if not word.isascii() or not pieces:
+            return None
+        stems.append(max(pieces, key=len))
+    return tuple(dict.fromkeys(stems))
 
 
 _DECISION_RE = _keyword_pattern(DECISION_WORDS)
+_DECISION_STEMS = _ascii_stems(DECISION_WORDS)
 _ERROR_RE = re.compile("|".join(f"(?:{p})" for p in ERROR_PATTERNS))
+#: For each of :data:`ERROR_PATTERNS`, in order, the strings one of which each of its
+#: matches holds (case-sensitive, as the patterns are). A text that holds none of them has no
+#: error marker, and the regex is not run on it. Keep in step with ``ERROR_PATTERNS``
+#: (tests/test_speed_paths.py checks each pattern's alternatives against them).
+_ERROR_NEEDLES: tuple[tuple[str, ...], ...] = (("Traceback",), ("Error",), ("ailed", "FAILED"), ("exit ",))
+_ERROR_ANY = tuple(n for needles in _ERROR_NEEDLES for n in needles)
+#: A word as :data:`_TOKEN` reads it, in a text without CJK characters.
+_WORD = re.compile(r"\w+(?:'\w+)*")
 
 
 def truncate(text: str, max_chars: int) -> str:
@@ -126,9 +170,12 @@ def tokenize(text: str) -> list[str]:
     characters gives its characters, then its bigrams, so Chinese text without
     spaces still matches word-level queries.
     """
+    low = text.replace("’", "'").lower()
+    if low.isascii() or _CJK_RUN.search(low) is None:
+        return _WORD.findall(low)  # no CJK: the words alone, in a simpler regex
     tokens: list[str] = []
     bigrams: list[str] = []
-    for match in _TOKEN.finditer(text.replace("’", "'").lower()):
+    for match in _TOKEN.finditer(low):
         word = match.group()
         if _CJK_RUN.fullmatch(word):
             tokens.extend(word)
@@ -161,6 +208,10 @@ def query_overlap(query_words: Iterable[str], text: str) -> float:
 
 def count_decision_words(text: str) -> int:
     """How many :data:`DECISION_WORDS` occurrences ``text`` holds."""
+    if _DECISION_STEMS is not None and text.isascii():
+        low = text.lower()
+        if not any(stem in low for stem in _DECISION_STEMS):
+            return 0
     return sum(1 for _ in _DECISION_RE.finditer(text))
 
 
@@ -170,12 +221,14 @@ def count_error_markers(text: str) -> int:
     >>> count_error_markers("Traceback (most recent call last): ValueError: x; 2 failed")
     3
     """
+    if not any(needle in text for needle in _ERROR_ANY):
+        return 0
     return sum(1 for _ in _ERROR_RE.finditer(text))
 
 
 def has_error_marker(text: str) -> bool:
     """True when ``text`` matches one of :data:`ERROR_PATTERNS`."""
-    return _ERROR_RE.search(text) is not None
+    return any(needle in text for needle in _ERROR_ANY) and _ERROR_RE.search(text) is not None
 
 
 def entry_text(entry: Entry) -> str:
