@@ -330,7 +330,7 @@ def test_changed_parameters_are_honoured() -> None:
     compactor = make()
     previous = compactor.compact(messages)
     params: dict[str, Any] = {}
-    for changes in ({"trim_keep": 0.5}, {"stub_values": 2}, {"max_entry_tokens": 60},
+    for changes in ({"trim_keep": 0.5}, {"stub_values": 2}, {"max_entry_tokens": 40},
                     {"counter": TokenCounter(lambda text: len(text))}):
         params.update(changes)
         compactor.set_params(**changes)

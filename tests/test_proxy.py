@@ -480,7 +480,7 @@ def test_lone_surrogates_and_parallel_responses_calls_are_forwarded(limited_prox
 # -- the restore tool (--restore-tool): added to requests, the model's calls answered in the proxy -----------
 
 RESTORE = "salience_restore"
-MARKER = __import__("re").compile(r"restore id (m\d+) via " + RESTORE)
+MARKER = __import__("re").compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (m\d+)[ ;]")
 
 
 def _sse(events: list[tuple[str | None, Any]]) -> StreamingResponse:

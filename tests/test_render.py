@@ -1,11 +1,13 @@
-"""Where a trimmed entry's cuts fall (:func:`salience.selector.render._snap`), against its definition."""
+"""Where a trimmed entry's cuts fall (:func:`salience.selector.render._snap`), against its definition;
+what a stub says and what it costs; the ids :func:`~salience.selector.render.marker_ids` reads back."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from salience.selector.render import _snap
+from salience.selector.render import _snap, marker_ids, stub_text, trim_text
+from salience.tokens import TokenCounter
 
 
 def snap_by_definition(text: str, pos: int, span: int, *, after: bool) -> int:
@@ -29,3 +31,31 @@ def snap_by_definition(text: str, pos: int, span: int, *, after: bool) -> int:
        after=st.booleans())
 def test_snap_follows_its_definition(text: str, pos: int, span: int, after: bool) -> None:
     assert _snap(text, pos, span, after=after) == snap_by_definition(text, pos, span, after=after)
+
+
+def test_a_stub_names_the_entry_the_tool_and_the_values_and_costs_little() -> None:
+    counter = TokenCounter()
+    values = ["ZFA04Y", "HAT136", "2024-05-20", "mia_li_3668"]
+    stub = stub_text("m12", "tool", tokens=812, tool_name="get_reservation_details", values=values, max_values=3)
+    assert stub == "[salience: archived m12 (get_reservation_details, 812 tokens): ZFA04Y, HAT136, 2024-05-20]"
+    # the line it replaced (45 tokens here) named the role and the restore tool; this one costs 33
+    old = ("[salience: archived tool result m12 from get_reservation_details (812 tokens); values: ZFA04Y, HAT136, "
+           "2024-05-20; restore id m12 via salience_restore]")
+    assert counter.count(stub) <= 0.75 * counter.count(old)
+    # a user turn names no tool; no values, no list
+    assert stub_text("m3", "user", tokens=40, tool_name="ignored") == "[salience: archived m3 (40 tokens)]"
+    # values are one line each, cut to 40 characters
+    long = stub_text("m4", "tool", tokens=9, values=["a\nb   c", "x" * 60])
+    assert long == "[salience: archived m4 (9 tokens): a b c, " + "x" * 37 + "...]"
+
+
+def test_marker_ids_reads_back_what_stubs_and_trims_name() -> None:
+    counter = TokenCounter()
+    text = "\n".join(f"line {i} of a long log with some words" for i in range(60))
+    trimmed = trim_text(text, 40, counter, entry_id="call_7")
+    assert trimmed is not None
+    stub = stub_text("m12", "tool", tokens=812, tool_name="search", values=["HAT136 (1)", "x;y"])
+    assert marker_ids(trimmed) == ["call_7"]
+    assert marker_ids(stub) == ["m12"]
+    assert marker_ids(f"{stub} and then {trimmed}") == ["m12", "call_7"]
+    assert marker_ids("archived m12 (no marker)") == [] and marker_ids("[salience: restored m12]") == []

@@ -106,7 +106,8 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from salience.adapters.openai_agents import input_filter  # noqa: E402
 
-MARKER_ID = re.compile(r"restore id (\S+) via " + RESTORE_TOOL + r"\]")
+#: The id a stub ("archived m3 (") or a trim marker ("from m3;") names.
+MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)[ ;]")
 
 
 @function_tool

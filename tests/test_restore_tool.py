@@ -46,7 +46,8 @@ def compactor(budget: int = 120) -> Compactor:
     return Compactor(scorer=Flat(), budget=budget, counter=words, pin_last=2, max_entry_tokens=None)
 
 
-MARKER_ID = re.compile(r"restore id (\S+) via " + RESTORE_TOOL + r"\]")
+#: The id a stub ("archived m3 (") or a trim marker ("from m3;") names.
+MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)[ ;]")
 
 
 def test_markers_name_the_tool():

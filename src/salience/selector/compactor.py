@@ -17,9 +17,8 @@
 >>> result = Compactor(scorer=Flat(), budget=80, counter=words, pin_last=2).compact(messages)
 >>> result.tokens <= 80, result.stubbed
 (True, ('m3',))
->>> print(result.messages[3]["content"])  # doctest: +NORMALIZE_WHITESPACE
-[salience: archived tool result m3 from get_reservation_details (164 tokens); values: ZFA04Y, HAT136;
- restore id m3 via salience_restore]
+>>> print(result.messages[3]["content"])
+[salience: archived m3 (get_reservation_details, 164 tokens): ZFA04Y, HAT136]
 >>> result.restore(["m3"]) == messages
 True
 

@@ -9,22 +9,28 @@ A trimmed entry keeps its head and its tail; the middle becomes one line::
 
     [salience: trimmed 640 tokens (38 lines) from m12; restore id m12 via salience_restore]
 
-A stub replaces the whole content with one line that keeps the entry's key
-values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
+A stub replaces the whole content with one short line that keeps the entry's id and
+key values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
 
 >>> print(stub_text("m12", "tool", tokens=812, tool_name="get_reservation_details",
-...                 values=["ZFA04Y", "HAT136"]))  # doctest: +NORMALIZE_WHITESPACE
-[salience: archived tool result m12 from get_reservation_details (812 tokens); values: ZFA04Y, HAT136;
- restore id m12 via salience_restore]
+...                 values=["ZFA04Y", "HAT136"]))
+[salience: archived m12 (get_reservation_details, 812 tokens): ZFA04Y, HAT136]
+
+A stub is what a budget buys most of, so it says only that much (about 18 tokens with two
+values; the longer form it replaced, which named the role and the restore tool, cost twice
+that and lost values in sight: issue #14). The restore tool's description
+(:mod:`salience.selector.restore`) tells a model that the id in a marker is what it passes;
+:func:`marker_ids` reads them back.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from salience.tokens import TokenCounter
 
-__all__ = ["MARKER", "RESTORE_TOOL", "stub_text", "trim_text"]
+__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -36,7 +42,8 @@ HEAD_SHARE = 0.6
 #: Longest value a stub quotes (longer ones are cut with "...").
 MAX_VALUE_CHARS = 40
 
-_KIND = {"tool": "tool result", "user": "user message", "assistant": "assistant message", "system": "system message"}
+#: The id a stub (``archived m3 (``) or a trim marker (``from m3;``) names.
+_MARKER_ID = re.compile(r"\[salience: (?:archived (\S+) \(|trimmed [^\]]*? from (\S+);)")
 
 
 def _snap(text: str, pos: int, span: int, *, after: bool) -> int:
@@ -120,16 +127,28 @@ def stub_text(
     values: Sequence[str] = (),
     max_values: int = 8,
 ) -> str:
-    """The one line that stands for an archived entry (see the module doc).
+    """The one line that stands for an archived entry (see the module doc): its id, the
+    tool that gave a result, its size, then its values.
 
     ``values`` beyond ``max_values`` are left out; each is cut to 40 characters.
+    ``role`` names the tool only for a tool result (the message keeps its role).
     """
-    kind = _KIND.get(role, f"{role} message")
-    source = f" from {tool_name}" if role == "tool" and tool_name else ""
+    source = f"{tool_name}, " if role == "tool" and tool_name else ""
     shown = []
     for v in list(values)[: max(0, max_values)]:
         v = " ".join(v.split())
         shown.append(v if len(v) <= MAX_VALUE_CHARS else v[: MAX_VALUE_CHARS - 3] + "...")
-    vals = f"; values: {', '.join(shown)}" if shown else ""
-    return f"{MARKER} archived {kind} {entry_id}{source} ({tokens} tokens){vals}; restore id {entry_id} " \
-           f"via {RESTORE_TOOL}]"
+    vals = f": {', '.join(shown)}" if shown else ""
+    return f"{MARKER} archived {entry_id} ({source}{tokens} tokens){vals}]"
+
+
+def marker_ids(text: str) -> list[str]:
+    """The entry ids that the markers in ``text`` name, in order (a stub's, a trim's):
+    what a model passes to :data:`RESTORE_TOOL`.
+
+    >>> marker_ids("[salience: archived m12 (get_reservation, 812 tokens): ZFA04Y]")
+    ['m12']
+    >>> marker_ids("head\\n[salience: trimmed 90 tokens (18 lines) from m3; restore id m3 via salience_restore]")
+    ['m3']
+    """
+    return [a or b for a, b in _MARKER_ID.findall(text)]

@@ -1,7 +1,9 @@
 """The restore tool: a tool the model itself calls to get an archived entry back.
 
-Every trimmed or stubbed entry ends in a marker that names its id and this tool
-(``[salience: archived tool result m8 ... restore id m8 via salience_restore]``).
+Every trimmed or stubbed entry holds a marker that names its id: a stub is one line,
+``[salience: archived m8 (get_reservation, 812 tokens): ZFA04Y, HAT136]``, a trimmed
+entry's cut reads ``[salience: trimmed 640 tokens from m8; restore id m8 via salience_restore]``
+(:func:`salience.selector.render.marker_ids` reads the ids back).
 Give the model the tool's definition in its provider's format, and answer its calls
 with :meth:`RestoreTool.answer`: the archived entries' text, exactly as they were.
 
@@ -104,8 +106,9 @@ class RestoreTool:
     name: str = RESTORE_TOOL
     description: str = (
         "Get back, exactly as it was, a context entry that was shortened or archived to save space. "
-        "Archived and trimmed entries show a marker like '[salience: ... restore id m8 via "
-        f"{RESTORE_TOOL}]'; pass the ids from those markers. Ask only for what the next step needs."
+        "Archived and trimmed entries show a marker naming their id, like '[salience: archived m8 (...)]' "
+        f"or '[salience: trimmed ... from m8; restore id m8 via {RESTORE_TOOL}]'; pass the ids from those "
+        "markers. Ask only for what the next step needs."
     )
 
     def __init__(self, *, max_ids: int = 8) -> None:
@@ -124,7 +127,7 @@ class RestoreTool:
                 "ids": {
                     "type": "array",
                     "items": {"type": "string"},
-                    "description": "Entry ids named in '[salience: ... restore id ...]' markers, e.g. [\"m8\"].",
+                    "description": "Entry ids named in '[salience: ...]' markers, e.g. [\"m8\"].",
                 }
             },
             "required": ["ids"],
