@@ -18,10 +18,13 @@ import numpy as np
 import pytest
 
 from salience.errors import BudgetError, FormatError, ScorerError
+from salience.messages.dispatch import to_transcript
 from salience.selector import scoring as scoring_module
 from salience.selector.compactor import Compaction, Compactor, PrefixReuse, detect_format
 from salience.selector.masking import Option, Phase, PhasePolicy
+from salience.selector.params import DEFAULT_RETAIN
 from salience.selector.render import marker_ids
+from salience.selector.run import Run
 from salience.tokens import TokenCounter
 from salience.tooltypes import ToolType
 from salience.transcript import Transcript
@@ -246,7 +249,11 @@ def test_stub_and_trim_renderings() -> None:
         assert int(tokens) == COUNTER.count_entry(original)
         if original.role == "tool":
             assert tool == {"m3": "get_reservation_details", "m4": "get_user_details", "m8": "search_direct_flight"}[x]
-        assert (values or "").split(", ")[:2] == extract_values(original.content)[:2]
+        p = result.source.parents()[int(x[1:])]
+        parent = result.source.entries[p] if p >= 0 else None
+        calls = {v for c in (parent.tool_calls if parent else ()) for v in extract_values(c.arguments)}
+        # a result's stub lists its values but those its call (kept beside it) already shows
+        assert (values or "").split(", ")[:2] == [v for v in extract_values(original.content) if v not in calls][:2]
         assert len((values or "").split(", ")) <= 8
     for x in result.trimmed:
         content = by_id[x].content
@@ -269,8 +276,11 @@ def test_exact_stub_line_for_a_tool_result() -> None:
     assert result.choices["m3"] is Option.STUB
     tokens = COUNTER.count_entry(result.source.entries[3])
     assert result.messages[3]["content"] == (
-        f"[salience: archived m3 (get_reservation_details, {tokens} tokens): ZFA04Y, mia_li_3668, res0w0]"
+        f"[salience: archived m3 (get_reservation_details, {tokens} tokens): res0w0, res0w1, res0w2]"
     )
+    # ZFA04Y and mia_li_3668, the result's first values, are in the calls beside it, which stay
+    assert "ZFA04Y" in result.messages[2]["tool_calls"][0]["function"]["arguments"]
+    assert "mia_li_3668" in result.messages[2]["tool_calls"][1]["function"]["arguments"]
     assert result.messages[3]["tool_call_id"] == "c1"
 
 
@@ -968,3 +978,25 @@ def test_a_budget_that_holds_no_message_is_a_budget_error_not_an_empty_list() ->
     out = Compactor(scorer=RecencyScorer(), on_over_budget="keep_pins").compact(messages, budget=2)
     assert out.over_budget and len(out.messages) == 1
     assert out.messages[0]["role"] == "assistant"  # the latest message, in its cheapest form
+
+
+def test_a_stub_is_worth_its_values_where_the_transcript_acts_and_only_its_retain_in_a_chat() -> None:
+    chat = [
+        {"role": "user", "content": "We met Caroline at the LGBTQ support group in Boston on 2023-05-07, remember?"},
+        {"role": "assistant", "content": "Yes, she told us about her adoption plans."},
+        {"role": "user", "content": "What else did she say?"},
+    ]
+    call_ = {"role": "assistant", "content": None, "tool_calls": [call("c9", "lookup", person="Caroline")]}
+    acting = [chat[0], call_, {"role": "tool", "tool_call_id": "c9", "content": "{}"}, *chat[1:]]
+    compactor = make(scorer=DictScorer(default=0.5))
+    worth = {}
+    for name, messages in (("chat", chat), ("acting", acting)):
+        source, fmt = to_transcript(messages, system=None, format=None)
+        run = Run(compactor._config(10), source, fmt)
+        prob = run.problem(10, query=None, phase=None)
+        assert run.options()[0][0][Option.STUB] is not None  # the first turn has a stub, listing values
+        worth[name] = prob.values[0, Option.STUB] / prob.values[0, Option.FULL]
+    # in a chat, a turn's stub keeps a list of names and dates, not what the turn says: its retain share
+    assert worth["chat"] == pytest.approx(DEFAULT_RETAIN["stub"])
+    # where the transcript acts, the values it lists are what calls copy, and they count
+    assert worth["acting"] > worth["chat"] + 0.2

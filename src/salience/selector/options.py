@@ -33,7 +33,7 @@ class EntryOptions:
     """One entry's forms and their token counts (what a run needs of it, cached per entry)."""
 
     __slots__ = ("entry", "name", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost",
-                 "trim_cover", "stub_cover")
+                 "trim_cover", "stub_cover", "shown")
 
     def __init__(self, entry: Entry, name: str | None, src_cost: int, full: Entry, full_cost: int) -> None:
         self.entry = entry
@@ -48,6 +48,7 @@ class EntryOptions:
         self.stub_cost = 0
         self.trim_cover = -1.0  # share of the entry's values the trimmed form shows; -1: no values
         self.stub_cover = -1.0
+        self.shown: frozenset[str] = frozenset()  # what work_out left out of the stub (the call's values)
 
 
 class OptionsCache:
@@ -120,10 +121,16 @@ def _trim_keep(cfg: Config, o: EntryOptions) -> int:
     return int(round(k * tokens)) if isinstance(k, float) else min(int(k), tokens)
 
 
-def work_out(cfg: Config, o: EntryOptions) -> None:
-    """The trimmed and stubbed forms of ``o`` (each only if cheaper than the better ones)."""
+def work_out(cfg: Config, o: EntryOptions, shown: frozenset[str] = frozenset()) -> None:
+    """The trimmed and stubbed forms of ``o`` (each only if cheaper than the better ones).
+
+    ``shown``: values that stay in sight whenever ``o`` does (a tool result's call, which is
+    kept in every form while its result is): its stub lists the others, so that no slot
+    repeats what the call beside it says.
+    """
     counter = cfg.counter
     src = o.entry
+    o.shown = shown
     if src.content:
         values = extract_values(src.content)
         text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id)
@@ -134,10 +141,11 @@ def work_out(cfg: Config, o: EntryOptions) -> None:
                 o.trim, o.trim_cost = candidate, c
                 if values:
                     o.trim_cover = len(value_set(text) & set(values)) / len(values)
+        listed = [v for v in values if v not in shown] if shown else values
         if values:
-            o.stub_cover = min(cfg.stub_values, len(values)) / len(values)
+            o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)
         stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
-                         values=values, max_values=cfg.stub_values)
+                         values=listed, max_values=cfg.stub_values)
         candidate = src.replace(content=stub)
         c = counter.count_entry(candidate)
         best_other = o.trim_cost if o.trim is not None else o.full_cost
