@@ -144,7 +144,7 @@ class Run:
         for i, o in enumerate(self.opts):
             p = int(self.parent[i])
             # A tool result is kept only beside its call: the call's values need no slot in its stub.
-            shown = call_values(entries[p]) if p >= 0 else frozenset()
+            shown = _call_values(entries[p]) if p >= 0 else frozenset()
             if not o.done or o.shown != shown:
                 work_out(self.cfg, o, shown)
         opts = self.opts
@@ -447,7 +447,7 @@ class Run:
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
 
 
-def call_values(entry: Entry) -> frozenset[str]:
+def _call_values(entry: Entry) -> frozenset[str]:
     """The values (:func:`salience.values.extract_values`) of ``entry``'s tool calls' arguments."""
     return frozenset(v for call in entry.tool_calls for v in extract_values(call.arguments))
 
