@@ -16,9 +16,9 @@ key values (ids, numbers, paths, names, see :func:`salience.values.extract_value
 ...                 values=["ZFA04Y", "HAT136"]))
 [salience: archived m12 (get_reservation_details, 812 tokens): ZFA04Y, HAT136]
 
-A stub is what a budget buys most of, so it says only that much (about 18 tokens with two
-values; the longer form it replaced, which named the role and the restore tool, cost twice
-that and lost values in sight: issue #14). The restore tool's description
+A stub is what a budget buys most of, so it says only that much (24 tokens for the stub of a
+flight search with two values; the longer form it replaced, which named the role and the
+restore tool, cost 36, and that budget went to fewer values in sight: issue #14). The restore tool's description
 (:mod:`salience.selector.restore`) tells a model that the id in a marker is what it passes;
 :func:`marker_ids` reads them back.
 """
