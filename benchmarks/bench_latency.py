@@ -98,6 +98,8 @@ def load_scorer() -> tuple[Any, str]:
 
 def cold(scorer: Any) -> None:
     """Empty every cache a first call in a new process would find empty."""
+    from salience import values
+    from salience.scorer import handles
     from salience.tokens import default_counter
 
     features = getattr(scorer, "features_", None)
@@ -106,6 +108,8 @@ def cold(scorer: Any) -> None:
     counter = default_counter()
     counter._cache.clear()  # no public way to empty the shared counter's text cache
     counter._chars = 0
+    values._extract.cache_clear()  # the values of a text, memoised process-wide
+    handles.is_handle.cache_clear()
     gc.collect()
 
 
