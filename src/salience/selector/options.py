@@ -33,7 +33,7 @@ class EntryOptions:
     """One entry's forms and their token counts (what a run needs of it, cached per entry)."""
 
     __slots__ = ("entry", "name", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost",
-                 "trim_cover", "stub_cover", "shown")
+                 "trim_cover", "stub_cover", "call")
 
     def __init__(self, entry: Entry, name: str | None, src_cost: int, full: Entry, full_cost: int) -> None:
         self.entry = entry
@@ -48,7 +48,7 @@ class EntryOptions:
         self.stub_cost = 0
         self.trim_cover = -1.0  # share of the entry's values the trimmed form shows; -1: no values
         self.stub_cover = -1.0
-        self.shown: frozenset[str] = frozenset()  # what work_out left out of the stub (the call's values)
+        self.call: Entry | None = None  # the entry whose calls work_out left out of the stub
 
 
 class OptionsCache:
@@ -121,16 +121,17 @@ def _trim_keep(cfg: Config, o: EntryOptions) -> int:
     return int(round(k * tokens)) if isinstance(k, float) else min(int(k), tokens)
 
 
-def work_out(cfg: Config, o: EntryOptions, shown: frozenset[str] = frozenset()) -> None:
+def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
     """The trimmed and stubbed forms of ``o`` (each only if cheaper than the better ones).
 
-    ``shown``: values that stay in sight whenever ``o`` does (a tool result's call, which is
-    kept in every form while its result is): its stub lists the others, so that no slot
+    ``call``: the entry whose tool calls answer ``o`` (a tool result's), kept in every form
+    while its result is: the stub lists the values its arguments do not, so that no slot
     repeats what the call beside it says.
     """
     counter = cfg.counter
     src = o.entry
-    o.shown = shown
+    o.call = call
+    shown = {v for c in call.tool_calls for v in extract_values(c.arguments)} if call is not None else set()
     if src.content:
         values = extract_values(src.content)
         text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id)

@@ -51,7 +51,6 @@ from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import Entry, Transcript
-from salience.values import extract_values
 
 __all__ = ["ACTION_BLOCK", "ACTION_WORTH", "EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
 
@@ -144,9 +143,9 @@ class Run:
         for i, o in enumerate(self.opts):
             p = int(self.parent[i])
             # A tool result is kept only beside its call: the call's values need no slot in its stub.
-            shown = _call_values(entries[p]) if p >= 0 else frozenset()
-            if not o.done or o.shown != shown:
-                work_out(self.cfg, o, shown)
+            call = entries[p] if p >= 0 else None
+            if not o.done or o.call is not call:
+                work_out(self.cfg, o, call)
         opts = self.opts
         costs = np.zeros((n, 4), dtype=np.int64)
         available = np.zeros((n, 4), dtype=bool)
@@ -224,7 +223,7 @@ class Run:
 
     def acts(self) -> bool:
         """Whether the transcript holds an action: a tool call, or code run from the reply."""
-        return bool(self.code_actions().any()) or any(e.tool_calls for e in self.source.entries)
+        return any(e.tool_calls for e in self.source.entries) or bool(self.code_actions().any())
 
     def system_mask(self) -> np.ndarray:
         """System entries (worked out once per run)."""
@@ -445,11 +444,6 @@ class Run:
 
 #: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`_pin_worth`).
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
-
-
-def _call_values(entry: Entry) -> frozenset[str]:
-    """The values (:func:`salience.values.extract_values`) of ``entry``'s tool calls' arguments."""
-    return frozenset(v for call in entry.tool_calls for v in extract_values(call.arguments))
 
 
 def _pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
