@@ -263,6 +263,7 @@ def test_stats_doctests() -> None:
 def test_stats_counts_by_role_tool_and_domain() -> None:
     from salience import Transcript
     from salience.stats import NO_DOMAIN, transcript_stats
+    from salience.tokens import MESSAGE_OVERHEAD
 
     a = Transcript.from_openai([
         {"role": "system", "content": "be kind", "label": 1},
@@ -275,7 +276,7 @@ def test_stats_counts_by_role_tool_and_domain() -> None:
     b = Transcript.from_openai([{"role": "user", "content": "hello there"}], id="b")
     words = lambda text: len(text.split())  # noqa: E731
     s = transcript_stats([a, b], counter=words, top=1)
-    # tokens: 4 per message + words (+ tool names, + 3 and the name per call)
+    # tokens: MESSAGE_OVERHEAD per message + words (+ tool names, + 3 and the name per call)
     assert s.entries == 5 and s.tool_calls == 2
     assert s.labeled == 3 and s.needed == 2 and s.needed_share == pytest.approx(2 / 3)
     assert list(s.by_tool) == ["read"]  # the largest by tokens only
@@ -283,7 +284,7 @@ def test_stats_counts_by_role_tool_and_domain() -> None:
     assert s.by_role["tool"].entries == 2 and s.by_role["tool"].needed_share == 0.5
     assert list(s.by_role) == ["system", "user", "assistant", "tool"]
     assert set(s.by_domain) == {"coding", NO_DOMAIN}
-    assert s.by_domain[NO_DOMAIN].entries == 1 and s.by_domain[NO_DOMAIN].tokens == 4 + 2
+    assert s.by_domain[NO_DOMAIN].entries == 1 and s.by_domain[NO_DOMAIN].tokens == MESSAGE_OVERHEAD + 2
     assert s.by_domain["coding"].tokens + s.by_domain[NO_DOMAIN].tokens == s.tokens
     assert s.by_domain["coding"].by_domain == {}
     assert transcript_stats([]).needed_share is None

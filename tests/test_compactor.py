@@ -709,13 +709,13 @@ def test_a_session_fast_path_result_equals_a_full_one(monkeypatch: pytest.Monkey
 def test_profile_fills_defaults_and_explicit_values_win(tmp_path: Path) -> None:
     messages = openai_messages()
     scorer = DictScorer({"m0": 0.0, "m8": 0.0}, default=0.9)
-    base = make(scorer=scorer).compact(messages, budget=200)
+    base = make(scorer=scorer).compact(messages, budget=190)
     assert "m0" in base.kept and "m8" not in base.kept  # the system prompt and the last entry are pinned
     # the last three: the search result m8, the assistant's answer m9 (plain text, never
     # pinned) and the user's turn m10
-    tuned = make(scorer=scorer, profile={"pin_last": 3, "pin_system": False}).compact(messages, budget=200)
+    tuned = make(scorer=scorer, profile={"pin_last": 3, "pin_system": False}).compact(messages, budget=190)
     assert "m0" not in tuned.kept and "m8" in tuned.kept
-    explicit = make(scorer=scorer, pin_last=0, profile={"pin_last": 3}).compact(messages, budget=200)
+    explicit = make(scorer=scorer, pin_last=0, profile={"pin_last": 3}).compact(messages, budget=190)
     assert "m8" not in explicit.kept
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({"compactor": {"budget": 200, "pin_last": 2}}))

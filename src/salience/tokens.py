@@ -54,8 +54,10 @@ __all__ = [
     "default_counter",
 ]
 
-#: Tokens a chat API adds around each message (role markers, separators).
-MESSAGE_OVERHEAD = 4
+#: Tokens a chat API adds around each message (role markers, separators): 3 for the
+#: current OpenAI chat models (``<|start|>{role}\n{content}<|end|>\n``, as OpenAI's
+#: cookbook counts them; 4 was gpt-3.5-turbo-0301's).
+MESSAGE_OVERHEAD = 3
 #: Tokens added per tool call, beyond its name and arguments.
 CALL_OVERHEAD = 3
 #: Encoding names the default counter accepts, and the offline copies they load.
@@ -281,9 +283,9 @@ class TokenCounter:
         >>> words = TokenCounter(lambda text: len(text.split()))
         >>> words.count_entry(Entry(id="a", role="assistant", content="let me look",
         ...                         tool_calls=(ToolCall("c1", "search", '{"q": "x"}'),)))
-        13
+        12
 
-        That is ``MESSAGE_OVERHEAD`` 4 + content 3 + (``CALL_OVERHEAD`` 3 + name 1 + arguments 2).
+        That is ``MESSAGE_OVERHEAD`` 3 + content 3 + (``CALL_OVERHEAD`` 3 + name 1 + arguments 2).
         Without the overheads, the text alone:
 
         >>> text_only = TokenCounter(lambda text: len(text.split()), message_overhead=0, call_overhead=0)
