@@ -289,7 +289,8 @@ def test_dropped_group_and_restore_brings_the_whole_group_back() -> None:
     scorer = DictScorer({"m2": 0.0, "m3": 0.0, "m4": 0.0}, default=0.9)
     pins_cost = sum(COUNTER.count_entry(e) for e in Transcript.from_openai(messages).entries[5:])
     budget = pins_cost + COUNTER.count_entry(Transcript.from_openai(messages).entries[0]) + 20
-    result = make(scorer=scorer, pin_last=6).compact(messages, budget=budget)
+    # no digest: the tail's plain assistant text stays whole to compare with below
+    result = make(scorer=scorer, pin_last=6, digest=0).compact(messages, budget=budget)
     assert {"m2", "m3", "m4"} <= set(result.dropped)
     restored = result.restore(["m4"])  # a result whose call was dropped: the call and its sibling come back
     assert_openai_valid(restored)

@@ -102,6 +102,7 @@ def compactors(draw: st.DrawFn) -> Compactor:
         solver=draw(st.sampled_from(["auto", "greedy"])),
         on_over_budget=draw(st.sampled_from(["raise", "keep_pins"])),
         policy=draw(st.sampled_from([None, "coding", "airline"])),
+        digest=draw(st.sampled_from([0.0, 0.2, 0.5])),
     )
 
 
@@ -169,6 +170,8 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
     event(f"method={result.method.split('-')[0]}, over_budget={result.over_budget}")
     if result.stubbed or result.trimmed:
         event("some entries trimmed or stubbed")
+    if any("; also archived: " in str(m.get("content")) for m in result.messages):
+        event("a digest")
     source = result.source
     src = {e.id: e for e in source.entries}
     out = {e.id: e for e in result.transcript.entries}

@@ -153,6 +153,12 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         trim_keep: how much a trimmed entry keeps: a float in (0, 1) is a share of its
             tokens, an int a number of tokens.
         stub_values: how many key values a stub quotes.
+        digest: the share of the budget (0 to 0.5) that a plain ``compact()`` may give to a
+            *digest*: one archived entry's stub that also lists the values of the other
+            archived entries that nothing kept shows, each under its entry's id, taken only
+            when the answer is then worth more (:meth:`Run.digest
+            <salience.selector.run.Run.digest>`; never in a conversation without tool
+            calls or code, nor in a session's prefix-stable compaction). ``0`` turns it off.
         retain: share of an entry's value kept by ``"trim"`` and ``"stub"`` (FULL keeps 1);
             ``None`` or missing keys: :data:`DEFAULT_RETAIN` (trim 0.6, stub 0.15).
         solver: ``"auto"``, ``"lp"``, ``"exact"`` or ``"greedy"`` (see :func:`salience.selector.knapsack.solve`).
@@ -163,7 +169,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         profile: tuned parameters (a mapping, or the path of a JSON file holding one;
             either optionally under a ``"compactor"`` key, as ``salience tune`` writes
             them) for any of ``budget``, ``policy``, ``pin_last``, ``pin_system``, ``pin_last_user``, ``critical``,
-            ``max_entry_tokens``, ``trim_keep``, ``stub_values``, ``retain``, ``solver``,
+            ``max_entry_tokens``, ``trim_keep``, ``stub_values``, ``retain``, ``digest``, ``solver``,
             ``on_over_budget``. A profile value applies where the parameter was left at
             its default; a value you set yourself wins.
     """
@@ -183,6 +189,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         trim_keep: float | int = 0.25,
         stub_values: int = 8,
         retain: Mapping[str, float] | None = None,
+        digest: float = 0.2,
         solver: str = "auto",
         on_over_budget: str = "raise",
         profile: Mapping[str, Any] | str | Path | None = None,
@@ -199,6 +206,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         self.trim_keep = trim_keep
         self.stub_values = stub_values
         self.retain = retain
+        self.digest = digest
         self.solver = solver
         self.on_over_budget = on_over_budget
         self.profile = profile
@@ -319,8 +327,13 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             return run.assemble(run.full_choices(), budget=cfg.budget, scores=None, phase=None, method="fits")
         prob = run.problem(cfg.budget, query=query, phase=phase)
         choices, method, over = run.solve(prob, cfg.budget)
+        fixed = None
+        if not over and cfg.digest:
+            better = run.digest(prob, choices, cfg.budget, cfg.digest)
+            if better is not None:
+                choices, fixed = better
         return run.assemble(choices, budget=cfg.budget, scores=prob.scores, phase=prob.phase, method=method,
-                            over_budget=over)
+                            over_budget=over, fixed=fixed)
 
     def session(
         self,

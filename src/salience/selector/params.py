@@ -52,7 +52,8 @@ DEFAULT_RETAIN: Mapping[str, float] = MappingProxyType({"trim": 0.6, "stub": 0.1
 ON_OVER_BUDGET: tuple[str, ...] = ("raise", "keep_pins")
 #: The parameters a profile may set.
 PROFILE_KEYS: tuple[str, ...] = ("budget", "policy", "pin_last", "pin_system", "pin_last_user", "critical",
-                                 "max_entry_tokens", "trim_keep", "stub_values", "retain", "solver", "on_over_budget")
+                                 "max_entry_tokens", "trim_keep", "stub_values", "retain", "digest", "solver",
+                                 "on_over_budget")
 
 _got = describe
 
@@ -73,6 +74,7 @@ class Config:
     trim_keep: float | int
     stub_values: int
     retain: tuple[float, float, float, float]
+    digest: float
     solver: str
     on_over_budget: str
 
@@ -204,6 +206,10 @@ def make_config(
     ):
         raise ParameterError(f"Compactor: parameter 'trim_keep' must be a float in (0, 1) (a share of the entry) or an "
                              f"int >= 1 (tokens) (got {_got(trim_keep)})")
+    digest = params["digest"]
+    if isinstance(digest, bool) or not isinstance(digest, (int, float)) or not 0.0 <= digest <= 0.5:
+        raise ParameterError(f"Compactor: parameter 'digest' must be a number in [0, 0.5] (a share of the budget; "
+                             f"0 turns digests off) (got {_got(digest)})")
     solver = params["solver"]
     if solver not in knapsack.METHODS:
         raise ParameterError(f"Compactor: parameter 'solver' must be one of "
@@ -225,6 +231,7 @@ def make_config(
         trim_keep=trim_keep if isinstance(trim_keep, float) else int(trim_keep),
         stub_values=_check_int("stub_values", params["stub_values"], minimum=0),  # type: ignore[arg-type]
         retain=_check_retain(params["retain"]),
+        digest=float(digest),
         solver=solver,
         on_over_budget=on_over,
     )

@@ -47,12 +47,14 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options, tool_names
 from salience.selector.options import OptionsCache, entry_options, min_cost, unit_min, units, work_out
 from salience.selector.params import Config
+from salience.selector.render import MARKER, MAX_VALUE_CHARS
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import Entry, Transcript
+from salience.values import extract_values
 
-__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
+__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
 
 #: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
 #: that form's worth (the rest is ``retain``).
@@ -64,6 +66,14 @@ EPSILON = 1e-3
 ACTION_WORTH = 0.5
 #: An action written in the reply's text: a fenced code block, ``<execute>`` or ``<solution>``.
 ACTION_BLOCK = re.compile(r"```|<execute>|<solution>")
+
+#: No digest in a budget share smaller than this many tokens.
+DIGEST_MIN = 16
+#: What a value a digest lists is worth, as a share of its entry's score divided among the
+#: entry's values (a stub's listed values count :data:`VALUE_WEIGHT`). Set on held-out
+#: recall (issue #14): at 1.0 a digest was taken too rarely to matter (airline +0.017 at 25%),
+#: at 2.0 it was +0.066 there, and no domain lost more than 0.003.
+DIGEST_WEIGHT = 2.0
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -364,6 +374,111 @@ class Run:
             choices, over = np.asarray(sol.choices, dtype=np.int64), True
         self.solver_gap = sol.gap
         return choices, sol.method, over
+
+    def digest(self, prob: Problem, choices: np.ndarray, budget: int,
+               share: float) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]] | None:
+        """A better answer than ``choices`` that lists archived entries' values in one stub, or None.
+
+        A stub stands for one entry, and a tool result's stub needs its call kept whole
+        beside it: at a small budget, the values of most dropped tool groups are out of
+        sight. A digest takes ``share`` of the budget: the rest is solved again, and the
+        latest archived entry (stubbed, or else dropped and neither a call nor a result)
+        becomes a stub that also lists, entry by entry and best score first, the values of
+        the other archived entries that no whole entry shows, each entry's id first (so
+        each stays restorable). The agent's actions that ``choices`` keeps (its
+        state-changing calls, its code actions whole) are kept in the new solve too; its
+        read calls may go, their values listed. The digest is taken only if the whole
+        answer is then worth more, each value it lists being worth its entry's score
+        times :data:`DIGEST_WEIGHT`, shared over the entry's values. Only where the
+        transcript acts (a conversation's turns are not their names and dates). Returns
+        ``(choices, fixed)`` for :meth:`assemble`.
+        """
+        reserve = int(budget * share)
+        if reserve < DIGEST_MIN or not self.acts():
+            return None
+        # The agent's own actions that the answer keeps stay as they are: a digest lists
+        # values, and must not cost what a reader needs to know was done.
+        allowed = prob.allowed.copy()
+        allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
+        allowed[self.code_actions() & (choices == _FULL)] = np.array([True, False, False, False])
+        try:
+            alt, _, over = self.solve(prob, budget - reserve, allowed)
+        except BudgetError:
+            return None
+        if over:
+            return None
+        entries = self.source.entries
+        host = next((i for i in range(self.n - 1, -1, -1) if alt[i] == _STUB), None)
+        if host is None:
+            host = next((i for i in range(self.n - 1, -1, -1)
+                         if alt[i] == _DROP and self.parent[i] < 0 and not entries[i].tool_calls
+                         and entries[i].role != "system" and entries[i].content), None)
+        if host is None:
+            return None
+        renders, costs, _ = self.options()
+        rows = np.arange(self.n)
+        room = budget - (int(costs[rows, alt].sum()) - int(costs[host, alt[host]]))
+        shown: set[str] = set()
+        for i in np.flatnonzero(alt == _FULL):
+            shown.update(self._values(int(i)))
+        stub = renders[host][_STUB] if alt[host] == _STUB else None
+        if stub is not None:
+            head = stub.content[:-1]
+            shown.update(v for v in self._values(host) if v in head)
+        else:
+            head = f"{MARKER} archived {entries[host].id} ({self.src_cost[host]} tokens)"
+        head += "; also archived: "
+        counter = self.cfg.counter
+        used = counter.count_entry(entries[host].replace(content=head + "]"))
+        scores = prob.scores
+        archived = np.flatnonzero(alt != _FULL)
+        parts: list[str] = []
+        worth = 0.0
+        for i in archived[np.lexsort((-archived, -scores[archived]))].tolist():
+            if room - used < DIGEST_MIN // 4:
+                break
+            if i == host:
+                continue
+            values = self._values(i)
+            fresh = [v for v in values if v not in shown]
+            if not fresh:
+                continue
+            e = entries[i]
+            label = self.names[i] or (e.tool_calls[0].name if e.tool_calls else None)
+            text = e.id + (f" ({label})" if label else "") + ": " + ", ".join(
+                v if len(v) <= MAX_VALUE_CHARS else v[: MAX_VALUE_CHARS - 3] + "..." for v in fresh)
+            extra = counter.count(text) + 1
+            if used + extra > room:
+                continue
+            used += extra
+            parts.append(text)
+            shown.update(fresh)
+            worth += (float(scores[i]) + EPSILON) * DIGEST_WEIGHT * len(fresh) / len(values)
+        entry = cost = None
+        while parts:  # tokens can merge across the joins: drop the last parts until it fits
+            entry = entries[host].replace(content=head + "; ".join(parts) + "]")
+            cost = counter.count_entry(entry)
+            if cost <= room:
+                break
+            parts.pop()
+        if not parts or entry is None:
+            return None
+        old = float(prob.values[rows, choices].sum())
+        new = float(prob.values[rows, alt].sum()) - float(prob.values[host, alt[host]]) \
+            + float(prob.values[host, _STUB]) + worth
+        if new <= old:
+            return None
+        alt = alt.copy()
+        alt[host] = _STUB
+        return alt, {host: (_STUB, entry)}
+
+    def _values(self, i: int) -> list[str]:
+        """The values of entry ``i``: its content's and its calls' arguments'."""
+        e = self.source.entries[i]
+        values = extract_values(e.content) if e.content else []
+        for c in e.tool_calls:
+            values = values + [v for v in extract_values(c.arguments) if v not in values]
+        return values
 
     def _empty_error(self, budget: int, need: float) -> BudgetError:
         required = int(math.ceil(need)) if np.isfinite(need) else 0

@@ -1,0 +1,136 @@
+"""The digest (issue #14): one archived entry's stub that also lists the values of the
+other archived entries that nothing kept whole shows, when that is worth more."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from salience import Compactor
+from salience.bench.references import tool_pairing_errors
+from salience.errors import ParameterError
+from salience.tokens import TokenCounter
+from salience.transcript import Transcript
+from salience.values import extract_values
+
+WORDS = TokenCounter(lambda text: len(text.split()))
+DIGEST = "; also archived: "
+
+
+class Recent:
+    """Scores that rise with position (the newest entry scores 1)."""
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        n = len(transcript.entries)
+        return np.linspace(0.1, 1.0, n) if n else np.zeros(0)
+
+
+def _call(i: int, name: str, args: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": args}}]}
+
+
+def history() -> list[dict[str, Any]]:
+    """A booking agent's history: four lookups, each result long and holding its own ids."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a booking agent."},
+        {"role": "user", "content": "Hi, I am mia_li_3668 and I want to change my flights."},
+    ]
+    for i, (code, flight) in enumerate([("ZFA04Y", "HAT136"), ("K9P2QX", "HAT201"), ("T7M3ZR", "HAT045"),
+                                        ("B2C8DE", "HAT290")]):
+        messages.append({"role": "assistant", "content": f"Let me look up reservation number {i + 1}."})
+        messages.append(_call(i, "get_reservation_details", f'{{"reservation_id": "{code}"}}'))
+        messages.append({"role": "tool", "tool_call_id": f"c{i}",
+                         "content": f"reservation {code} flight {flight} cabin economy " + "seat details " * 60})
+    messages.append({"role": "user", "content": "Change the first one to business please."})
+    return messages
+
+
+def _digest(result: Any) -> tuple[int, str] | None:
+    found = [(i, m["content"]) for i, m in enumerate(result.messages) if DIGEST in str(m.get("content"))]
+    assert len(found) <= 1, "at most one digest"
+    return found[0] if found else None
+
+
+def test_digest_lists_archived_values_by_entry_within_the_budget() -> None:
+    messages = history()
+    before = copy.deepcopy(messages)
+    compactor = Compactor(scorer=Recent(), counter=WORDS)
+    result = compactor.compact(messages, budget=150)
+    assert messages == before
+    assert result.tokens <= 150 and not tool_pairing_errors(result.messages)
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    _, text = found
+    host = re.match(r"\[salience: archived (\S+) \(", text).group(1)  # type: ignore[union-attr]
+    assert host in result.stubbed and result.restore(list(result.archive)) == messages
+    back = {e.id: e for e in result.restore_transcript([host]).entries}
+    assert back[host] == result.archive[host] and DIGEST not in str(back[host].content)
+    # every listed part names an archived entry, and lists only values that entry holds
+    entries = {e.id: e for e in result.source.entries}
+    listed = text.split(DIGEST, 1)[1].rstrip("]").split("; ")
+    assert listed
+    kept_values = {v for e in result.transcript.entries if e.id in result.kept
+                   for v in extract_values(e.content or "") + [v for c in e.tool_calls
+                                                               for v in extract_values(c.arguments)]}
+    for part in listed:
+        ident, _, values = part.partition(": ")
+        ident = ident.split(" ")[0]
+        assert ident in result.archive and ident != host
+        src = entries[ident]
+        have = set(extract_values(src.content or "")) | {v for c in src.tool_calls for v in extract_values(c.arguments)}
+        for v in values.split(", "):
+            assert v in have and v not in kept_values, (ident, v)
+    # the oldest reservation code, out of sight without the digest, is in sight with it
+    plain = Compactor(scorer=Recent(), counter=WORDS, digest=0).compact(messages, budget=150)
+    assert _digest(plain) is None
+    text_plain = "\n".join(str(m.get("content")) for m in plain.messages)
+    text_digest = "\n".join(str(m.get("content")) for m in result.messages)
+    assert "ZFA04Y" not in text_plain and "ZFA04Y" in text_digest
+
+
+def test_no_digest_where_it_cannot_help() -> None:
+    messages = history()
+    # a budget that holds everything: nothing to digest
+    assert _digest(Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=10_000)) is None
+    # a share of the budget under 16 tokens
+    assert _digest(Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=70)) is None
+    # a conversation: no tool call, no code action
+    chat = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} about HAT{100 + i} " + "words " * 40}
+            for i in range(12)]
+    result = Compactor(scorer=Recent(), counter=WORDS).compact(chat, budget=150)
+    assert result.stubbed or result.dropped
+    assert _digest(result) is None
+
+
+def test_a_session_never_digests() -> None:
+    session = Compactor(scorer=Recent(), counter=WORDS).session(budget=150)
+    assert _digest(session.compact(history())) is None
+
+
+@pytest.mark.parametrize("bad", [-0.1, 0.6, "0.2", True, None])
+def test_digest_parameter_is_checked(bad: Any) -> None:
+    with pytest.raises(ParameterError, match=r"parameter 'digest' must be a number in \[0, 0.5\]"):
+        Compactor(scorer=Recent(), counter=WORDS, digest=bad).compact(history(), budget=150)
+
+
+def test_a_digest_keeps_the_actions_the_answer_kept() -> None:
+    """The agent's state-changing calls that the plain answer keeps stay in a digest's answer."""
+    messages = history()
+    edit = _call(9, "update_reservation_flights", '{"reservation_id": "K9P2QX", "cabin": "business"}')
+    messages[8:8] = [edit, {"role": "tool", "tool_call_id": "c9", "content": "updated K9P2QX " + "ok " * 30}]
+    seen = 0
+    for budget in range(120, 260, 10):
+        plain = Compactor(scorer=Recent(), counter=WORDS, digest=0).compact(messages, budget=budget)
+        result = Compactor(scorer=Recent(), counter=WORDS, digest=0.5).compact(messages, budget=budget)
+        assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+        if _digest(result) is None:
+            continue
+        seen += 1
+        ids = {e.id for e in plain.transcript.entries if e.tool_calls and e.tool_calls[0].name.startswith("update")}
+        assert ids <= {e.id for e in result.transcript.entries}, budget
+    assert seen, "no budget gave a digest"
