@@ -381,6 +381,35 @@ def test_budget_errors_are_counted_apart_where_the_system_prompt_and_latest_mess
     assert (tight.budget_errors_fitting, half.budget_errors_fitting, whole.budget_errors_fitting) == (0, 1, 2)
 
 
+def test_budget_errors_are_also_counted_where_the_floor_fits_as_billed() -> None:
+    """``budget_errors_billed``: the BudgetErrors at a budget that holds the system entries, the
+    latest entry and the call a latest result answers as the default counter bills them (with
+    its overheads): what the compactor promises; the text-token floor is looser."""
+    from salience.tokens import default_counter
+
+    calls: list[tuple[int, int]] = []
+
+    def refuses(messages: Any, budget: int) -> Any:
+        calls.append((len(messages), budget))
+        raise BudgetError("pins do not fit", budget=budget, required=budget + 1)
+
+    t = Transcript.from_openai(AIRLINE, id="air")
+    fractions = tuple(round(0.05 * k, 2) for k in range(1, 21))
+    report = evaluate([t], {"refuses": refuses}, fractions, reference=None)  # cl100k over the text
+    tc, parents = default_counter(), t.parents()
+    expected = dict.fromkeys(fractions, 0)
+    for k, (n, budget) in enumerate(calls):
+        keep = {i for i, e in enumerate(t.entries[:n]) if e.role == "system"} | {n - 1}
+        if parents[n - 1] >= 0:
+            keep.add(parents[n - 1])
+        expected[fractions[k % len(fractions)]] += sum(tc.count_entry(t.entries[i]) for i in keep) <= budget
+    got = {f: report.result("refuses", f).budget_errors_billed for f in fractions}
+    assert got == expected
+    assert report.result("refuses", 1.0).to_dict()["budget_errors_billed"] == expected[1.0] > 0
+    text = sum(report.result("refuses", f).budget_errors_fitting for f in fractions)
+    assert sum(got.values()) < text  # some budgets hold the floor in text tokens but not as billed
+
+
 def test_empty_lists_are_counted_where_the_system_prompt_and_latest_message_fit() -> None:
     # An empty list is no answer either (providers refuse it): counted beside the BudgetErrors.
     def nothing(messages: Any, budget: int) -> Any:

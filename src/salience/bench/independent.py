@@ -182,9 +182,12 @@ class MethodResult:
     many times the selector ran; ``budget_errors`` how many raised
     :class:`~salience.BudgetError`, ``budget_errors_fitting`` how many of those at a
     budget that holds the system messages and the latest message (``fitting`` counts
-    such calls), ``empty_fitting`` how many returned an empty list at such a budget (no
-    answer either: providers refuse an empty list), ``over_budget`` how many returned more tokens than
-    the budget, ``invalid`` how many broke tool pairing (:func:`tool_pairing_errors`)
+    such calls), ``budget_errors_billed`` how many at a budget that holds them as the
+    default :class:`~salience.TokenCounter` bills them (what the compactor's contract
+    promises: its overhead per message and per call, and the call a latest tool result
+    answers), ``empty_fitting`` how many returned an empty list at a budget that holds them
+    in text tokens (no answer either: providers refuse an empty list), ``over_budget`` how
+    many returned more tokens than the budget, ``invalid`` how many broke tool pairing (:func:`tool_pairing_errors`)
     where the input did not. ``seconds`` is the time spent inside the selector.
     """
 
@@ -202,6 +205,7 @@ class MethodResult:
     budget_errors: int = 0
     fitting: int = 0
     budget_errors_fitting: int = 0
+    budget_errors_billed: int = 0
     empty_fitting: int = 0
     over_budget: int = 0
     invalid: int = 0
@@ -220,7 +224,8 @@ class MethodResult:
                         "share": _json_float(self.actions_share), "steps": self.action_steps,
                         "fewer_than_reference": self.fewer_actions},
             "calls": self.calls, "budget_errors": self.budget_errors, "fitting": self.fitting,
-            "budget_errors_fitting": self.budget_errors_fitting, "empty_fitting": self.empty_fitting,
+            "budget_errors_fitting": self.budget_errors_fitting, "budget_errors_billed": self.budget_errors_billed,
+            "empty_fitting": self.empty_fitting,
             "over_budget": self.over_budget,
             "invalid": self.invalid, "seconds": round(self.seconds, 3),
         }
@@ -301,6 +306,7 @@ class _Plan:
     code: CodeStep
     actions: tuple[str, ...]  # the text of each acting message of the history
     floor: int  # tokens of the system messages and the latest message
+    floor_billed: int  # the same as billed (the default counter), with the call a latest result answers
     valid_input: bool
 
 
@@ -310,6 +316,21 @@ def _floor(history: Sequence[Message], counter: CounterLike = None) -> int:
     system = [i for i, m in enumerate(history) if m.get("role") == "system"]
     last = [len(history) - 1] if history and len(history) - 1 not in system else []
     return sum(tc.count(message_text(history[i])) for i in system + last)
+
+
+def _floor_billed(transcript: Transcript, n: int) -> int:
+    """What the system entries and the latest of the first ``n`` entries cost as the default
+    counter bills them (overheads included), with the call the latest answers if it is a
+    tool result: the least a valid output holds as the compactor counts it."""
+    tc = as_counter(None)
+    entries = transcript.entries[:n]
+    parents = transcript.parents()
+    keep = {i for i, e in enumerate(entries) if e.role == "system"}
+    if n and entries[n - 1].role != "system":
+        keep.add(n - 1)
+        if parents[n - 1] >= 0:
+            keep.add(parents[n - 1])
+    return sum(tc.count_entry(entries[i]) for i in keep)
 
 
 def _spread(items: list[Any], k: int | None) -> list[Any]:
@@ -358,7 +379,8 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: Tok
             history = tuple(messages[:i])
             steps.append(_Plan(transcript=t.id, index=i, history=history, independent=ind,
                                ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in actions(history)),
-                               floor=_floor(history, counter), valid_input=not tool_pairing_errors(history)))
+                               floor=_floor(history, counter), floor_billed=_floor_billed(t, i),
+                               valid_input=not tool_pairing_errors(history)))
         yield steps
 
 
@@ -378,7 +400,8 @@ def _check_fractions(fractions: Iterable[float]) -> tuple[float, ...]:
 class _Acc:
     """Mutable totals of one (method, fraction) while :func:`evaluate` runs."""
 
-    __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_fitting", "calls",
+    __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_billed",
+                 "budget_errors_fitting", "calls",
                  "code", "empty_fitting", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds",
                  "user")
 
@@ -386,7 +409,7 @@ class _Acc:
         self.independent = self.ours = self.user = self.code = Recall()
         self.actions_kept = self.actions_total = self.action_steps = self.fewer = 0
         self.calls = self.budget_errors = self.over = self.invalid = self.fitting = self.budget_errors_fitting = 0
-        self.empty_fitting = 0
+        self.empty_fitting = self.budget_errors_billed = 0
         self.seconds = 0.0
 
     def result(self, method: str, fraction: float) -> MethodResult:
@@ -395,7 +418,7 @@ class _Acc:
                             actions_total=self.actions_total, action_steps=self.action_steps,
                             fewer_actions=self.fewer, calls=self.calls, budget_errors=self.budget_errors,
                             fitting=self.fitting, budget_errors_fitting=self.budget_errors_fitting,
-                            empty_fitting=self.empty_fitting,
+                            budget_errors_billed=self.budget_errors_billed, empty_fitting=self.empty_fitting,
                             over_budget=self.over, invalid=self.invalid, seconds=self.seconds)
 
 
@@ -468,6 +491,7 @@ def evaluate(
                         out = None
                         a.budget_errors += 1
                         a.budget_errors_fitting += fits
+                        a.budget_errors_billed += step.floor_billed <= budget
                     a.seconds += time.perf_counter() - t0
                     if out is not None and fits and not out:
                         a.empty_fitting += 1
