@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_PARAMS", "TUNED", "CandidateScore", "TuneResult", "frozen_params", "plain_params"]
 
 #: Compactor parameters a profile written by tune sets.
-TUNED = ("pin_last", "pin_last_user", "critical", "max_entry_tokens", "trim_keep", "stub_values", "retain")
+TUNED = ("pin_last", "pin_last_user", "critical", "max_entry_tokens", "trim_keep", "stub_values", "retain", "digest")
 
 
 def _compactor_defaults() -> dict[str, Any]:
