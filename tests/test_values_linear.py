@@ -177,3 +177,63 @@ def test_arguments_nested_deeper_than_the_json_reader_goes_are_read_as_text() ->
     assert call_values(fine) == ["HAT136"]
     assert call_values(json.dumps({"a": [1234, {"b": "mia_li_3668"}], "c": "x"})) == ["1234", "mia_li_3668"]
     assert value_set("HAT136 and W123") == {"HAT136", "W123"}
+
+
+# --------------------------------------------------------------------------
+# the guarded pattern (speed, issue #12) matches what its alternation as first written matched
+# --------------------------------------------------------------------------
+
+#: The linear patterns as written before the guard and the one-scan forms (values.py at 8391822):
+#: two path alternatives that each scan the run, three number alternatives that each look
+#: behind, snake case and quoted strings that backtrack.
+WRITTEN = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in (
+    ("email", values._EMAIL),
+    ("quoted", rf"\"({_Q_IN}[^\"\n]{{1,78}}{_Q_IN})\"(?!\s*:)|'({_Q_IN}[^'\n]{{1,78}}{_Q_IN})'(?!\s*:)"
+               rf"|`({_Q_IN}[^`\n]{{1,78}}{_Q_IN})`"),
+    ("date", values._DATE),
+    ("path", r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
+             rf"|\b(?=[\w\-]){values._PATH_RUN}[\w\-]++{values._PATH_TAIL}"
+             rf"|\b(?=[\w\-]){values._PATH_RUN}[\w\-]++{values._EXT_TAIL}"),
+    ("ident", values._IDENT),
+    ("snake", r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b(?![\"']?\s*[:=])"),
+    ("number", r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])\d{3,}(?:\.\d+)?(?![\w])"
+               r"|(?<![\w.])\d+\.\d+(?![\w.])"),
+    ("name", values._NAME),
+)))
+
+
+def _at_every_place(pattern: re.Pattern[str], text: str) -> list[object]:
+    return [(m.lastgroup, m.span(), m.groups()) if (m := pattern.match(text, q)) else None
+            for q in range(len(text) + 1)]
+
+
+def test_the_guarded_pattern_is_built_from_the_same_parts() -> None:
+    assert values._PATTERN.pattern.startswith(values._GUARD)
+    assert list(values._PATTERN.groupindex) == list(WRITTEN.groupindex)
+
+
+@settings(max_examples=1_000, deadline=None, database=None, derandomize=True)
+@given(st.lists(PIECES, max_size=30).map("".join))
+def test_the_guarded_pattern_matches_where_and_what_the_written_one_did(text: str) -> None:
+    assert _at_every_place(values._PATTERN, text) == _at_every_place(WRITTEN, text)
+
+
+@pytest.mark.parametrize("text", ENTERED_FROM_INSIDE + [
+    'x "ab" "a b": \'it\'s\' `c d` "' + "y" * 80 + '" "' + "y" * 78 + '" "a\nb" "é é"',
+    "1,234.5 12,34 1.50 .5 3.14. 0123 v1.2.3 x12.5 caf\u00e91@x.org \u0661\u0662\u0663\u0664-01-01",
+    "snake_case_1 a_b: a_b= a_b__c _a_b x_1-y a_B ab_ a__b",
+    "~/x ./a ../b /c/d a//b x-y/z.py -a.json a.pyx a.py. x/y.tar.gz",
+], ids=range(len(ENTERED_FROM_INSIDE) + 4))
+def test_the_guarded_pattern_on_pinned_texts(text: str) -> None:
+    assert _at_every_place(values._PATTERN, text) == _at_every_place(WRITTEN, text)
+
+
+def test_the_guarded_pattern_on_the_bundled_samples() -> None:
+    from pathlib import Path
+
+    from salience import load_transcripts
+
+    texts = {e.content for t in load_transcripts(Path(__file__).resolve().parents[1] / "data") for e in t.entries}
+    for text in texts:
+        assert [(m.lastgroup, m.span(), m.groups()) for m in values._PATTERN.finditer(text)] == [
+            (m.lastgroup, m.span(), m.groups()) for m in WRITTEN.finditer(text)]
