@@ -7,6 +7,9 @@
   alternatives against the substrings the prefilter looks for;
 * :func:`~salience.scorer.text.tokenize`: its no-CJK path against the per-match code
   (:func:`reference_tokenize`);
+* an entry's features: its words read once from its text and content, digits counted by
+  ten counts, proper nouns by a capital-first pattern, the person and tense words by
+  distinct word, against the expressions they replace;
 * the token counter's encoding, shared with tiktoken's registry, against the plugin's;
 * predictions without sklearn's re-validation or threadpoolctl, against ``predict_proba``
   and ``predict``, bit for bit.
@@ -27,6 +30,7 @@ from hypothesis import strategies as st
 
 from salience import Transcript, default_scorer, load_transcripts
 from salience import tokens as tokens_module
+from salience.scorer import features as features_module
 from salience.scorer import model as model_module
 from salience.scorer import text
 from salience.scorer.text import (
@@ -243,6 +247,60 @@ def test_keywords_and_words_on_the_bundled_samples() -> None:
                 assert count_decision_words(s) == len(spans(REFERENCE_DECISION, s))
                 assert count_error_markers(s) == len(spans(REFERENCE_ERROR, s))
                 assert tokenize(s) == reference_tokenize(s)
+
+
+# -- an entry's features: the plain expressions they replace -----------------------------------
+_ENTRY_PIECES = st.lists(st.sampled_from(list("aAZq1_ .!?\n\t'’:é[]") + [
+    "shares a photo", "[shares a photo of x]", "Ed", "tried", "visited", "I", "you're", "thanks", "确认", "Σ"]),
+    max_size=25).map("".join)
+
+
+def _person_counts_reference(own: list[str]) -> tuple[int, int, int, int]:
+    return (sum(w in features_module._FIRST_PERSON for w in own), sum(w in features_module._SECOND_PERSON for w in own),
+            sum(w in features_module._PHATIC for w in own),
+            sum(w in features_module._PAST_IRREGULAR or (len(w) > 4 and w.endswith("ed")) for w in own))
+
+
+def _check_entry_paths(content: str, text_: str) -> None:
+    assert features_module._words(text_, content) == (tokenize(text_), tokenize(content))
+    assert features_module._digit_count(text_) == sum(map(str.isdigit, text_))
+    unshared = features_module._MEDIA_SPAN.sub("", content) if "[" in content else content
+    assert features_module._PROPER_FAST.findall(unshared) == features_module._PROPER.findall(
+        features_module._MEDIA_SPAN.sub("", content))
+    own = tokenize(content)
+    assert features_module._person_counts(own) == _person_counts_reference(own)
+
+
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
+@given(_ENTRY_PIECES, _ENTRY_PIECES, st.sampled_from(["", ": ", "\n", " ", "'", "x", "_"]))
+def test_entry_feature_paths_match_the_plain_expressions(a: str, b: str, sep: str) -> None:
+    for content, text_ in ((a, a), (b, a + sep + b), (a, a + sep + b), (a, b + sep + a + sep + b)):
+        _check_entry_paths(content, text_)
+
+
+def test_entry_feature_paths_on_the_bundled_samples() -> None:
+    checked = 0
+    for t in load_transcripts(SAMPLES):
+        for e in t.entries:
+            _check_entry_paths(e.content, text.entry_text(e))
+            checked += text.entry_text(e) != e.content  # the text that holds the content beside a name or calls
+    assert checked
+
+
+def test_words_read_the_content_once_where_they_may(monkeypatch: pytest.MonkeyPatch) -> None:
+    read: list[str] = []
+
+    def spy(s: str) -> list[str]:
+        read.append(s)
+        return tokenize(s)
+
+    monkeypatch.setattr(features_module, "tokenize", spy)
+    assert features_module._words("get_user: Mia Li's id", "Mia Li's id") == (
+        ["get_user", "mia", "li's", "id"], ["mia", "li's", "id"])
+    assert read == ["Mia Li's id", "get_user: "]
+    read.clear()
+    features_module._words("x'Mia", "Mia")  # an apostrophe before it: read whole
+    assert read == ["Mia", "x'Mia"]
 
 
 # -- the tokenizer ----------------------------------------------------------------------------
