@@ -172,6 +172,10 @@ class _Prefix:
         first, reused, call_sig, last_sig = self.first, self.reused, self.call_sig, self.last_sig
         fwd_entries, fwd_steps, fwd_values, bwd_values = (self.fwd_entries, self.fwd_steps, self.fwd_values,
                                                           self.bwd_values)
+        fwd_values_add: dict[int, int] = {}  # entry -> what the new entries add to its count
+        fwd_entries_add: dict[int, int] = {}
+        fwd_steps_add: dict[int, int] = {}
+        later_refs_add: dict[int, int] = {}
         for i, (e, d) in enumerate(zip(entries, data), start=m):
             role = e.role
             self.static[i] = d.static
@@ -182,6 +186,7 @@ class _Prefix:
             reused.append(set())
             # first appearance of each value, and who reuses it
             sources: set[int] = set()
+            back = 0
             for v in d.values:
                 j = first.get(v)
                 if j is None:
@@ -190,12 +195,13 @@ class _Prefix:
                     sources.add(j)
                     if v not in reused[j]:
                         reused[j].add(v)
-                        fwd_values[j] += 1
-                    bwd_values[i] += 1
+                        fwd_values_add[j] = fwd_values_add.get(j, 0) + 1
+                    back += 1
+            bwd_values[i] += back
             for j in sources:
-                fwd_entries[j] += 1
+                fwd_entries_add[j] = fwd_entries_add.get(j, 0) + 1
                 if role == "assistant":
-                    fwd_steps[j] += 1
+                    fwd_steps_add[j] = fwd_steps_add.get(j, 0) + 1
             # superseded: a later call of the same tool with the same arguments, or a later
             # tool result of the same tool with the same first line (re-read of a file)
             sig = call_sig.get(e.tool_call_id) if e.tool_call_id else None
@@ -238,19 +244,28 @@ class _Prefix:
             self.reaction[i] = d.reaction
             self.distinct[i] = len(d.content)
             word_first, word_df = self.word_first, self.word_df
+            novel = 0
             for w in d.content:
                 j = word_first.get(w)
                 if j is None:
                     word_first[w] = i
                     word_df[w] = 1
-                    self.novel[i] += 1
+                    novel += 1
                     continue
                 df = word_df[w] = word_df[w] + 1
                 if df <= _RARE_WORD_DF:
-                    self.later_refs[j] += 1
+                    later_refs_add[j] = later_refs_add.get(j, 0) + 1
                 elif df == _RARE_WORD_DF + 1:  # no longer rare: none of its uses count
-                    self.later_refs[j] -= _RARE_WORD_DF - 1
+                    later_refs_add[j] = later_refs_add.get(j, 0) - (_RARE_WORD_DF - 1)
+            self.novel[i] += novel
             self._handles(i, d)
+        # what the entries added to earlier ones' counts, summed above in Python ints (whole
+        # numbers, so the floats are the ones adding one at a time gave)
+        for target, add in ((fwd_values, fwd_values_add), (fwd_entries, fwd_entries_add),
+                            (fwd_steps, fwd_steps_add), (self.later_refs, later_refs_add)):
+            if add:
+                at = np.fromiter(add, dtype=np.int64, count=len(add))
+                target[at] += np.fromiter(add.values(), dtype=np.float64, count=len(add))
         # near-duplicate of a later entry of the same role (cosine > 0.95)
         if self.emb is not None:
             role_codes = self.role
