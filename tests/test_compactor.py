@@ -1001,3 +1001,33 @@ def test_a_stub_is_worth_its_values_where_the_transcript_acts_and_only_its_retai
     assert worth["chat"] == pytest.approx(DEFAULT_RETAIN["stub"])
     # where the transcript acts, the values it lists are what calls copy, and they count
     assert worth["acting"] > worth["chat"] + 0.2
+
+
+def test_a_chat_turn_is_kept_whole_or_not_at_all_but_pins_still_degrade() -> None:
+    """In a conversation (no call, no code action) a turn that is not pinned is never trimmed;
+    where the transcript acts, the same turn may be."""
+    long_turn = "We talked about the adoption agency, the paperwork and the home visit. " * 12
+    chat = [
+        {"role": "user", "content": long_turn},
+        {"role": "assistant", "content": "That sounds like a lot of work, how did it go? " * 6},
+        {"role": "user", "content": long_turn},
+        {"role": "assistant", "content": "Glad to hear it."},
+        {"role": "user", "content": "What did I say about the home visit?"},
+    ]
+    acting = [*chat[:2], {"role": "assistant", "content": None, "tool_calls": [call("c1", "lookup", q="visit")]},
+              {"role": "tool", "tool_call_id": "c1", "content": "{}"}, *chat[2:]]
+    compactor = make(scorer=DictScorer(default=0.5), digest=0)
+    trims = {}
+    for name, messages in (("chat", chat), ("acting", acting)):
+        total = sum(COUNTER.count_entry(e) for e in to_transcript(messages, system=None, format=None)[0].entries)
+        trims[name] = 0
+        for share in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
+            result = compactor.compact(messages, budget=int(total * share))
+            assert result.tokens <= int(total * share)
+            last = result.source.entries[-1].id
+            trims[name] += sum(x != last for x in result.trimmed)
+    assert trims["chat"] == 0 and trims["acting"] > 0
+    # a pinned latest turn that cannot fit whole still degrades rather than raise
+    latest_long = [*chat[:4], {"role": "user", "content": long_turn}]
+    tight = make(scorer=DictScorer(default=0.5), pin_last=1).compact(latest_long, budget=60)
+    assert tight.tokens <= 60 and (tight.trimmed or tight.stubbed)
