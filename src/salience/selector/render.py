@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from salience.tokens import TokenCounter
 
-__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "stub_text", "trim_text"]
+__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "quote_value", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -134,12 +134,19 @@ def stub_text(
     ``role`` names the tool only for a tool result (the message keeps its role).
     """
     source = f"{tool_name}, " if role == "tool" and tool_name else ""
-    shown = []
-    for v in list(values)[: max(0, max_values)]:
-        v = " ".join(v.split())
-        shown.append(v if len(v) <= MAX_VALUE_CHARS else v[: MAX_VALUE_CHARS - 3] + "...")
+    shown = [quote_value(v) for v in list(values)[: max(0, max_values)]]
     vals = f": {', '.join(shown)}" if shown else ""
     return f"{MARKER} archived {entry_id} ({source}{tokens} tokens){vals}]"
+
+
+def quote_value(value: str) -> str:
+    """``value`` as a stub lists it: on one line, cut to :data:`MAX_VALUE_CHARS` characters.
+
+    >>> quote_value("Blue\\n  Lagoon"), quote_value("x" * 50)[-5:]
+    ('Blue Lagoon', 'xx...')
+    """
+    v = " ".join(value.split())
+    return v if len(v) <= MAX_VALUE_CHARS else v[: MAX_VALUE_CHARS - 3] + "..."
 
 
 def marker_ids(text: str) -> list[str]:

@@ -47,7 +47,7 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options, tool_names
 from salience.selector.options import OptionsCache, entry_options, min_cost, unit_min, units, work_out
 from salience.selector.params import Config
-from salience.selector.render import MARKER, MAX_VALUE_CHARS
+from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
 from salience.tooltypes import ToolType, tool_type
@@ -421,7 +421,8 @@ class Run:
                          and entries[i].role != "system" and entries[i].content), None)
         if host is None:
             return None
-        renders, costs, _ = self.options()
+        renders = self.options()[0]
+        costs = prob.costs
         rows = np.arange(self.n)
         room = budget - (int(costs[rows, alt].sum()) - int(costs[host, alt[host]]))
         shown: set[str] = set()
@@ -451,8 +452,7 @@ class Run:
                 continue
             e = entries[i]
             label = self.names[i] or (e.tool_calls[0].name if e.tool_calls else None)
-            text = e.id + (f" ({label})" if label else "") + ": " + ", ".join(
-                v if len(v) <= MAX_VALUE_CHARS else v[: MAX_VALUE_CHARS - 3] + "..." for v in fresh)
+            text = e.id + (f" ({label})" if label else "") + ": " + ", ".join(quote_value(v) for v in fresh)
             extra = counter.count(text) + 1
             if used + extra > room:
                 continue
