@@ -54,7 +54,8 @@ from salience.tooltypes import ToolType, tool_type
 from salience.transcript import Entry, Transcript
 from salience.values import extract_values
 
-__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON", "VALUE_WEIGHT", "Problem", "Run"]
+__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON", "VALUE_WEIGHT",
+           "Problem", "Run"]
 
 #: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
 #: that form's worth (the rest is ``retain``).
@@ -69,6 +70,9 @@ ACTION_BLOCK = re.compile(r"```|<execute>|<solution>")
 
 #: No digest in a budget share smaller than this many tokens.
 DIGEST_MIN = 16
+#: The most tokens a digest takes, whatever the budget: a longer list of bare values is more
+#: than a reader can use (and each value costs a lookup).
+DIGEST_MAX = 512
 #: What a value a digest lists is worth, as a share of its entry's score divided among the
 #: entry's values (a stub's listed values count :data:`VALUE_WEIGHT`). Set on held-out
 #: recall (issue #14): at 1.0 a digest was taken too rarely to matter (airline +0.017 at 25%),
@@ -399,7 +403,7 @@ class Run:
         transcript acts (a conversation's turns are not their names and dates). Returns
         ``(choices, fixed)`` for :meth:`assemble`.
         """
-        reserve = int(budget * share)
+        reserve = min(int(budget * share), DIGEST_MAX)
         if reserve < DIGEST_MIN or not self.acts():
             return None
         # The agent's own actions that the answer keeps stay as they are: a digest lists
@@ -441,8 +445,9 @@ class Run:
         archived = np.flatnonzero(alt != _FULL)
         parts: list[str] = []
         worth = 0.0
+        misses = 0
         for i in archived[np.lexsort((-archived, -scores[archived]))].tolist():
-            if room - used < DIGEST_MIN // 4:
+            if room - used < DIGEST_MIN // 2 or misses >= 8:  # full, or what is left fits no entry's list
                 break
             if i == host:
                 continue
@@ -455,7 +460,9 @@ class Run:
             text = e.id + (f" ({label})" if label else "") + ": " + ", ".join(quote_value(v) for v in fresh)
             extra = counter.count(text) + 1
             if used + extra > room:
+                misses += 1
                 continue
+            misses = 0
             used += extra
             parts.append(text)
             shown.update(fresh)
@@ -478,13 +485,16 @@ class Run:
         alt[host] = _STUB
         return alt, {host: (_STUB, entry)}
 
-    def _values(self, i: int) -> list[str]:
-        """The values of entry ``i``: its content's and its calls' arguments'."""
-        e = self.source.entries[i]
-        values = extract_values(e.content) if e.content else []
-        for c in e.tool_calls:
-            values = values + [v for v in extract_values(c.arguments) if v not in values]
-        return values
+    def _values(self, i: int) -> tuple[str, ...]:
+        """The values of entry ``i``: its content's and its calls' arguments' (cached with its options)."""
+        o = self.opts[i]
+        if o.values is None:
+            e = self.source.entries[i]
+            values = dict.fromkeys(extract_values(e.content) if e.content else ())
+            for c in e.tool_calls:
+                values.update(dict.fromkeys(extract_values(c.arguments)))
+            o.values = tuple(values)
+        return o.values
 
     def _empty_error(self, budget: int, need: float) -> BudgetError:
         required = int(math.ceil(need)) if np.isfinite(need) else 0
