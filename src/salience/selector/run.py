@@ -218,8 +218,14 @@ class Run:
         compaction asks for every goal it tries)."""
         if self._edits is None:
             types = self.policy().tool_types
-            self._edits = np.array([e.role == "assistant" and any(tool_type(c.name, types) is ToolType.EDIT
-                                                                   for c in e.tool_calls)
+            kinds: dict[str, bool] = {}  # a history calls a few tools many times: each name typed once
+
+            def edits(name: str) -> bool:
+                if name not in kinds:
+                    kinds[name] = tool_type(name, types) is ToolType.EDIT
+                return kinds[name]
+
+            self._edits = np.array([e.role == "assistant" and any(edits(c.name) for c in e.tool_calls)
                                     for e in self.source.entries], dtype=bool).reshape(self.n)
             self._edits.setflags(write=False)
         return self._edits
