@@ -134,3 +134,17 @@ def test_a_digest_keeps_the_actions_the_answer_kept() -> None:
         ids = {e.id for e in plain.transcript.entries if e.tool_calls and e.tool_calls[0].name.startswith("update")}
         assert ids <= {e.id for e in result.transcript.entries}, budget
     assert seen, "no budget gave a digest"
+
+
+def test_the_solver_gap_is_the_answer_s_own() -> None:
+    """A digest solves a second problem; the gap reported is that of the answer returned."""
+    seen = set()
+    for budget in range(100, 400, 7):
+        plain = Compactor(scorer=Recent(), counter=WORDS, solver="lp", digest=0).compact(history(), budget=budget)
+        result = Compactor(scorer=Recent(), counter=WORDS, solver="lp").compact(history(), budget=budget)
+        if _digest(result) is None:
+            assert result.messages == plain.messages and result.solver_gap == plain.solver_gap, budget
+            seen.add("plain")
+        else:
+            seen.add("digest")
+    assert seen == {"plain", "digest"}

@@ -417,10 +417,13 @@ class Run:
         allowed = prob.allowed.copy()
         allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
         allowed[self.code_actions() & (choices == _FULL)] = np.array([True, False, False, False])
+        gap = self.solver_gap  # the plain answer's, unless the digest is taken
         try:
             alt, _, over = self.solve(prob, budget - reserve, allowed)
         except BudgetError:
             return None
+        finally:
+            alt_gap, self.solver_gap = self.solver_gap, gap
         if over:
             return None
         entries = self.source.entries
@@ -489,6 +492,7 @@ class Run:
             return None
         alt = alt.copy()
         alt[host] = _STUB
+        self.solver_gap = alt_gap
         return alt, {host: (_STUB, entry)}
 
     def _values(self, i: int) -> tuple[str, ...]:
