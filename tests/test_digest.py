@@ -50,6 +50,11 @@ def history() -> list[dict[str, Any]]:
     return messages
 
 
+def _values(entry: Any) -> set[str]:
+    """An entry's values: its content's and its calls' arguments'."""
+    return set(extract_values(entry.content or "")) | {v for c in entry.tool_calls for v in extract_values(c.arguments)}
+
+
 def _digest(result: Any) -> tuple[int, str] | None:
     found = [(i, m["content"]) for i, m in enumerate(result.messages) if DIGEST in str(m.get("content"))]
     assert len(found) <= 1, "at most one digest"
@@ -74,15 +79,12 @@ def test_digest_lists_archived_values_by_entry_within_the_budget() -> None:
     entries = {e.id: e for e in result.source.entries}
     listed = text.split(DIGEST, 1)[1].rstrip("]").split("; ")
     assert listed
-    kept_values = {v for e in result.transcript.entries if e.id in result.kept
-                   for v in extract_values(e.content or "") + [v for c in e.tool_calls
-                                                               for v in extract_values(c.arguments)]}
+    kept_values = set().union(*(_values(e) for e in result.transcript.entries if e.id in result.kept))
     for part in listed:
         ident, _, values = part.partition(": ")
         ident = ident.split(" ")[0]
         assert ident in result.archive and ident != host
-        src = entries[ident]
-        have = set(extract_values(src.content or "")) | {v for c in src.tool_calls for v in extract_values(c.arguments)}
+        have = _values(entries[ident])
         for v in values.split(", "):
             assert v in have and v not in kept_values, (ident, v)
     # the oldest reservation code, out of sight without the digest, is in sight with it

@@ -476,7 +476,7 @@ class Run:
             parts.append(text)
             shown.update(fresh)
             worth += (float(scores[i]) + EPSILON) * DIGEST_WEIGHT * len(fresh) / len(values)
-        entry = cost = None
+        entry = None
         while parts:  # tokens can merge across the joins: drop the last parts until it fits
             entry = entries[host].replace(content=head + "; ".join(parts) + "]")
             cost = counter.count_entry(entry)
