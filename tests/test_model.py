@@ -150,3 +150,40 @@ def test_learns_hindsight_labels_better_than_recency() -> None:
     ours = hindsight_auc(scorer, test[:20]).auc
     recency = hindsight_auc(RecencyScorer(), test[:20]).auc
     assert ours > recency + 0.1, (ours, recency)
+
+
+def _chats(n: int = 6) -> list[Transcript]:
+    """Conversations (nobody acts) whose turns that tell of a past event are the needed ones."""
+    out = []
+    for k in range(n):
+        entries = []
+        for i in range(24):
+            told = (i + k) % 3 == 0
+            text = (f"I went to the lake with Mia on day {i + k} and we caught {i} fish" if told
+                    else "Wow, that sounds great!" if i % 2 else "Haha, nice.")
+            entries.append(Entry(id=f"t{i}", role="user" if i % 2 else "assistant", content=text,
+                                 label=float(told)))
+        out.append(Transcript(id=f"chat{k}", entries=tuple(entries)))
+    return out
+
+
+def test_the_default_estimator_follows_what_it_is_trained_on(samples: list[Transcript], tmp_path: Path) -> None:
+    from sklearn.ensemble import VotingClassifier
+
+    chats = _chats()
+    assert not any(t.acts() for t in chats) and any(t.acts() for t in samples)
+    plain = FeatureExtractor(use_embeddings=False)
+    talk = ImportanceScorer(features=plain, cv=2).fit(chats)
+    assert talk.kind_ == "conversation" and talk.metadata_["kind"] == "conversation"
+    assert isinstance(talk.prior_model_.estimator, VotingClassifier)  # calibrated on top
+    assert talk.feature_importances()  # from the vote's boosted trees
+    scores = talk.score(chats[0])
+    told = np.array([e.label == 1.0 for e in chats[0].entries])
+    assert scores[told].min() > scores[~told].max()
+    loaded = ImportanceScorer.load(talk.save(tmp_path / "chat.salience"))
+    np.testing.assert_allclose(loaded.score(chats[1]), talk.score(chats[1]))
+
+    mixed = ImportanceScorer(features=plain, cv=2).fit([*chats, *samples])  # an agent acts in some
+    assert mixed.kind_ == "agent" and isinstance(mixed.prior_model_.estimator, HistGradientBoostingClassifier)
+    given = _fast(cv=2).fit(chats)  # an estimator passed in is used whatever the data
+    assert given.kind_ == "conversation" and isinstance(given.prior_model_.estimator, HistGradientBoostingClassifier)

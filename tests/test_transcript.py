@@ -209,3 +209,16 @@ def test_transcript_replace_and_labels() -> None:
 def test_role_enum_is_a_str() -> None:
     assert Role.TOOL == "tool" and str(Role.ASSISTANT) == "assistant" and f"{Role.USER}" == "user"
     assert [r.value for r in Role] == ["system", "user", "assistant", "tool"]
+
+
+@pytest.mark.parametrize(("entry", "acts"), [
+    (Entry(id="a", role="assistant", content="Sure, here it is."), False),
+    (Entry(id="a", role="assistant", content="<execute>print(1)</execute>"), True),
+    (Entry(id="a", role="assistant", content="```\nls\n```"), True),
+    (Entry(id="a", role="user", content="```\nls\n```"), False),  # a user's code is not the agent acting
+    (Entry(id="a", role="assistant", tool_calls=(ToolCall("c", "search"),)), True),
+    (Entry(id="a", role="tool", content="Observation: 3"), True),
+])
+def test_acts_tells_an_agent_from_a_conversation(entry: Entry, acts: bool) -> None:
+    t = Transcript(id="t", entries=(Entry(id="u", role="user", content="hi"), entry))
+    assert t.acts() is acts

@@ -50,13 +50,18 @@ import enum
 import json
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from salience.errors import ParameterKeyError, SalienceError, TranscriptError, describe
 
-__all__ = ["Entry", "Growth", "Query", "Role", "ToolCall", "Transcript"]
+__all__ = ["ACTION_BLOCK", "Entry", "Growth", "Query", "Role", "ToolCall", "Transcript"]
+
+#: An action written in an assistant reply's text: a fenced code block, ``<execute>`` or
+#: ``<solution>`` (the agents that run code from the reply, MINT- and SWE-agent-style).
+ACTION_BLOCK = re.compile(r"```|<execute>|<solution>")
 
 
 class Role(enum.StrEnum):
@@ -424,6 +429,21 @@ class Transcript:
         [-1, 0, -1, 2]
         """
         return list(self._parents)  # found while the entries were validated (Growth)
+
+    def acts(self) -> bool:
+        """Whether an agent acts in this transcript: some entry makes a tool call, is a tool
+        result, or is an assistant reply that acts in its text (:data:`ACTION_BLOCK`). A
+        transcript that does not act is a conversation.
+
+        >>> from salience.transcript import Entry, Transcript
+        >>> chat = Transcript(id="t", entries=(Entry(id="u", role="user", content="hi"),))
+        >>> chat.acts()
+        False
+        >>> chat.replace(entries=(*chat.entries, Entry(id="a", role="assistant", content="```\\nls\\n```"))).acts()
+        True
+        """
+        return any(e.tool_calls or e.role == "tool" or (e.role == "assistant" and ACTION_BLOCK.search(e.content))
+                   for e in self.entries)
 
     def unanswered_calls(self) -> list[str]:
         """Ids of tool calls that no later tool entry answers, in order."""

@@ -40,6 +40,7 @@ from sklearn.base import BaseEstimator, clone
 from salience._threads import one_thread
 from salience._version import __version__
 from salience.errors import NotFittedError, ParameterError, ParameterTypeError, ScorerError
+from salience.scorer.estimators import conversation_estimator, default_estimator
 from salience.scorer.features import BASE_FEATURES, QUERY_FEATURES, FeatureExtractor
 from salience.scorer.loaders import load_uri
 
@@ -165,20 +166,6 @@ def build_rows(
     return TrainingRows(np.vstack(Xs), np.concatenate(ys), np.concatenate(gs))
 
 
-def _default_estimator(random_state: int | None) -> Any:
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    return HistGradientBoostingClassifier(
-        learning_rate=0.06,
-        max_iter=250,
-        max_leaf_nodes=31,
-        min_samples_leaf=40,
-        l2_regularization=1.0,
-        early_stopping=False,
-        random_state=random_state,
-    )
-
-
 def _fingerprint(transcripts: Sequence[Transcript]) -> str:
     h = hashlib.sha256()
     for t in transcripts:
@@ -200,8 +187,12 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
     Parameters
     ----------
     estimator:
-        A scikit-learn classifier with ``predict_proba``; ``None`` means a
-        histogram gradient-boosting classifier. Cloned for each model fitted.
+        A scikit-learn classifier with ``predict_proba``, cloned for each model
+        fitted. ``None`` picks by the training data: a histogram gradient-boosting
+        classifier where an agent acts in some transcript (:meth:`Transcript.acts
+        <salience.transcript.Transcript.acts>`), and for conversations a soft vote of
+        a logistic regression and shallow boosted trees, which transfers better to
+        conversations it never saw (``kind_`` says which).
     features:
         A :class:`FeatureExtractor`; ``None`` means the default one.
     calibration:
@@ -246,7 +237,11 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
             )
 
     def _new_estimator(self) -> Any:
-        return clone(self.estimator) if self.estimator is not None else _default_estimator(self.random_state)
+        if self.estimator is not None:
+            return clone(self.estimator)
+        if getattr(self, "kind_", "agent") == "conversation":
+            return conversation_estimator(self.random_state)
+        return default_estimator(self.random_state)
 
     def _fit_one(self, rows: TrainingRows, prefix: str) -> tuple[Any, dict[str, float]]:
         """One model on ``rows``, calibrated on grouped out-of-fold predictions, and the
@@ -302,6 +297,8 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
                 )
         features = self.features if self.features is not None else FeatureExtractor()
         self.features_ = clone(features).fit()
+        # What the default estimator is fitted to: conversations (no transcript acts) or agents.
+        self.kind_ = "agent" if any(t.acts() for t in transcripts) else "conversation"
         started = time.perf_counter()
         prior_rows = build_rows(transcripts, self.features_, query=False, cut_points=self.cut_points)
         query_rows = build_rows(transcripts, self.features_, query=True)
@@ -326,6 +323,7 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
             "query_feature_names": self.query_feature_names_,
             "training_fingerprint": _fingerprint(transcripts),
             "n_transcripts": len(transcripts),
+            "kind": self.kind_,
             "n_rows": self.n_rows_,
             "positive_rate": {
                 "prior": float(prior_rows.y.mean()),
@@ -381,6 +379,9 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         model = self.query_model_ if query and self.query_model_ is not None else self.prior_model_
         names = self.query_feature_names_ if model is self.query_model_ else self.feature_names_
         estimators = [model.estimator if isinstance(model, _Calibrated) else model]
+        members = getattr(estimators[0], "estimators_", None)
+        if members is not None:  # a vote (conversations): its members that expose importances
+            estimators = [m for m in members if any(hasattr(m, a) for a in ("feature_importances_", "_predictors"))]
         values = []
         for est in estimators:
             if hasattr(est, "feature_importances_"):

@@ -35,7 +35,6 @@ A :class:`Run` holds what :meth:`Compactor.compact
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -51,7 +50,7 @@ from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
 from salience.tooltypes import ToolType, tool_type
-from salience.transcript import Entry, Transcript
+from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values
 
 __all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON", "VALUE_WEIGHT",
@@ -65,8 +64,6 @@ EPSILON = 1e-3
 #: Worth added to every form of an assistant entry that keeps a state-changing call, and
 #: to the whole form of one that acts in code (:data:`ACTION_BLOCK`).
 ACTION_WORTH = 0.5
-#: An action written in the reply's text: a fenced code block, ``<execute>`` or ``<solution>``.
-ACTION_BLOCK = re.compile(r"```|<execute>|<solution>")
 
 #: No digest in a budget share smaller than this many tokens.
 DIGEST_MIN = 16
