@@ -172,7 +172,7 @@ BAD_INPUT = {
     "policy-unknown-key": (_policy({"name": "x", "rules": {}, "colour": 1}), ParameterError, r"unknown keys"),
     "split-test-size": (_split(test_size=1.5), ParameterError, r"test_size must be a share in \(0, 1\)"),
     "split-seed": (_split(seed="0"), ParameterTypeError, r"split_transcripts: seed must be an int"),
-    "scorer-calibration": (_fit(calibration="magic"), ParameterError, r"calibration must be 'isotonic'"),
+    "scorer-calibration": (_fit(calibration="magic"), ParameterError, r"calibration must be 'auto', 'isotonic'"),
     "scorer-estimator": (_fit(estimator=object()), ParameterTypeError, r"estimator must be a classifier"),
     "embedder-one-str": (_encode("text"), ParameterTypeError, r"'texts' must be a sequence of str, not a str"),
     "stats-top": (_stats(top=-1), ParameterError, r"top must be a non-negative int or None \(got -1\)"),

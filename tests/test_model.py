@@ -175,6 +175,7 @@ def test_the_default_estimator_follows_what_it_is_trained_on(samples: list[Trans
     plain = FeatureExtractor(use_embeddings=False)
     talk = ImportanceScorer(features=plain, cv=2).fit(chats)
     assert talk.kind_ == "conversation" and talk.metadata_["kind"] == "conversation"
+    assert talk.calibration_ == "sigmoid" and hasattr(talk.prior_model_.calibrator, "predict_proba")  # Platt
     assert isinstance(talk.prior_model_.estimator, VotingClassifier)  # calibrated on top
     assert talk.feature_importances()  # from the vote's boosted trees
     scores = talk.score(chats[0])
@@ -185,5 +186,7 @@ def test_the_default_estimator_follows_what_it_is_trained_on(samples: list[Trans
 
     mixed = ImportanceScorer(features=plain, cv=2).fit([*chats, *samples])  # an agent acts in some
     assert mixed.kind_ == "agent" and isinstance(mixed.prior_model_.estimator, HistGradientBoostingClassifier)
+    assert mixed.calibration_ == "isotonic"
+    assert ImportanceScorer(features=plain, cv=2, calibration="isotonic").fit(chats).calibration_ == "isotonic"
     given = _fast(cv=2).fit(chats)  # an estimator passed in is used whatever the data
     assert given.kind_ == "conversation" and isinstance(given.prior_model_.estimator, HistGradientBoostingClassifier)

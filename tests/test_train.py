@@ -76,6 +76,7 @@ def test_train_command_writes_a_loadable_scorer(tmp_path: Path, capsys: pytest.C
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "wrote" in printed and "cross-validated" in printed
+    assert "model: the default for agents, boosted trees" in " ".join(printed.split())  # the samples act
     scorer = ImportanceScorer.load(out)
     t = load_transcripts(SAMPLES / "customer_service.jsonl")[0]
     assert scorer.score(t).shape == (len(t.entries),)

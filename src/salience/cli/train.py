@@ -105,6 +105,7 @@ def _feature_plot(scorer: Any, path: Path) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from salience.scorer.estimators import KINDS
     from salience.scorer.features import FeatureExtractor
     from salience.scorer.model import ImportanceScorer
     from salience.training.train import train_scorer
@@ -139,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         f"{meta['n_rows']['query']:,} query rows; {report.labeled} labelled by hindsight), "
         f"held out {report.n_test}, in {report.seconds:.1f} s"
     )
+    kind = getattr(report.scorer, "kind_", None)
+    if kind in KINDS:
+        console.print(f"model: the default for {kind}s, {KINDS[kind]}")
     if report.cv_metrics:
         from rich.table import Table
 

@@ -196,8 +196,11 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
     features:
         A :class:`FeatureExtractor`; ``None`` means the default one.
     calibration:
-        ``"isotonic"``, ``"sigmoid"`` or ``None``: calibrate the probabilities
-        with cross-validation grouped by transcript.
+        ``"auto"``, ``"isotonic"``, ``"sigmoid"`` or ``None``: calibrate the
+        probabilities on out-of-fold predictions, the folds grouped by transcript.
+        ``"auto"`` is isotonic for agent logs and sigmoid (Platt) for conversations,
+        where isotonic's steps flatten the order the Compactor's knapsack weighs
+        (``calibration_`` says which).
     cv:
         Folds for calibration and for the cross-validated metrics.
     cut_points:
@@ -211,7 +214,7 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         *,
         estimator: Any = None,
         features: FeatureExtractor | None = None,
-        calibration: str | None = "isotonic",
+        calibration: str | None = "auto",
         cv: int = 3,
         cut_points: int = 6,
         random_state: int | None = 0,
@@ -225,8 +228,9 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
 
     # -- fitting -------------------------------------------------------------
     def _check_params(self) -> None:
-        if self.calibration not in ("isotonic", "sigmoid", None):
-            raise ParameterError(f"calibration must be 'isotonic', 'sigmoid' or None (got {self.calibration!r})")
+        if self.calibration not in ("auto", "isotonic", "sigmoid", None):
+            raise ParameterError(
+                f"calibration must be 'auto', 'isotonic', 'sigmoid' or None (got {self.calibration!r})")
         if not isinstance(self.cv, int) or self.cv < 2:
             raise ParameterError(f"cv must be an int >= 2 (got {self.cv!r})")
         if not isinstance(self.cut_points, int) or self.cut_points < 1:
@@ -268,8 +272,8 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         metrics: dict[str, float] = {}
         if ok.sum() and 0 < rows.y[ok].sum() < ok.sum():
             metrics = _classification_metrics(rows.y[ok], oof[ok], prefix)
-            if self.calibration is not None:
-                model = _Calibrated(model, _calibrator(self.calibration, oof[ok], rows.y[ok]))
+            if self.calibration_ is not None:
+                model = _Calibrated(model, _calibrator(self.calibration_, oof[ok], rows.y[ok]))
         return model, metrics
 
     def fit(self, transcripts: Iterable[Transcript], y: Any = None, *, progress: bool = False) -> ImportanceScorer:
@@ -299,6 +303,9 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
         self.features_ = clone(features).fit()
         # What the default estimator is fitted to: conversations (no transcript acts) or agents.
         self.kind_ = "agent" if any(t.acts() for t in transcripts) else "conversation"
+        self.calibration_ = self.calibration
+        if self.calibration == "auto":
+            self.calibration_ = "sigmoid" if self.kind_ == "conversation" else "isotonic"
         started = time.perf_counter()
         prior_rows = build_rows(transcripts, self.features_, query=False, cut_points=self.cut_points)
         query_rows = build_rows(transcripts, self.features_, query=True)
@@ -324,6 +331,7 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
             "training_fingerprint": _fingerprint(transcripts),
             "n_transcripts": len(transcripts),
             "kind": self.kind_,
+            "calibration": self.calibration_,
             "n_rows": self.n_rows_,
             "positive_rate": {
                 "prior": float(prior_rows.y.mean()),
