@@ -79,7 +79,7 @@ def registered(store: Path, scorers: tuple, tmp_path_factory: pytest.TempPathFac
         report.write_text(json.dumps({"trial": i}))
         records.append(tracking.log_training_run(
             scorer, name=NAME,
-            params={"calibration": scorer.calibration, "inputs": ["data/"]},
+            params={"inputs": ["data/"]},
             metrics={"recall_q_10": 0.5 + i / 10, "cv_auc": 0.8, "fit_seconds": 1.0},
             artifacts=[report], model_path=model_file, tags={"purpose": "test"},
         ))
@@ -133,7 +133,7 @@ def test_run_holds_params_metrics_tags_and_artifacts(registered: tuple, scorers:
     client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
     run = client.get_run(registered[0].run_id)
     params = run.data.params
-    assert params["calibration"] == "isotonic"
+    assert params["calibration"] == "isotonic" and params["kind"] == "agent"  # from the file's metadata: as fitted
     assert client.get_run(registered[1].run_id).data.params["calibration"] == "None"
     assert params["inputs"] == "data/"
     assert params["salience_version"] == scorers[0].metadata_["library_version"]

@@ -26,9 +26,10 @@ tracking URI. ``mlflow ui --backend-store-uri sqlite:///.salience/mlflow.db`` br
 What a training run holds
 -------------------------
 :func:`log_training_run` logs params (with the library version, the git commit of the
-current directory when there is one, and the training data fingerprint), metrics,
-artifacts and the scorer file, then registers a new version of the model ``name``. The
-registered model is an MLflow ``pyfunc`` model, :class:`salience.training.pyfunc.CompactorModel`
+current directory when there is one, the training data fingerprint, the default model's kind
+and calibration as fitted), metrics, artifacts and the scorer file, then registers a new
+version of the model ``name``. The registered model is an MLflow ``pyfunc`` model,
+:class:`salience.training.pyfunc.CompactorModel`
 (``mlflow models serve -m models:/NAME@champion --env-manager local`` serves the
 compactor, ``mlflow.pyfunc.spark_udf`` scores transcript logs), with the scikit-learn
 flavoured scorer inside it, which :func:`load_scorer` (and
@@ -552,9 +553,8 @@ def log_training_run(
     files = _existing_files(artifacts, "artifact")
     scorer_file = _existing_files([model_path], "scorer file")[0] if model_path is not None else None
     meta = getattr(scorer, "metadata_", {}) or {}
-    all_params, commit = _run_params(
-        params, metrics, {key: meta[key] for key in ("training_fingerprint", "n_transcripts", "domains") if key in meta}
-    )
+    keys = ("training_fingerprint", "n_transcripts", "domains", "kind", "calibration")  # as fitted
+    all_params, commit = _run_params(params, metrics, {key: meta[key] for key in keys if key in meta})
     run_tags = {"salience.model_name": name, "salience.version": __version__, **dict(tags or {})}
     if commit:
         run_tags.setdefault("mlflow.source.git.commit", commit)
