@@ -46,13 +46,15 @@ def default_estimator(random_state: int | None) -> Any:
 
 def conversation_estimator(random_state: int | None) -> Any:
     """The default for conversations: a soft vote of a logistic regression on standardised
-    features and shallow boosted trees. Trained on four LoCoMo conversations and tested
-    on the two others, over all 15 splits, it keeps 2.11x what the recency window keeps at
-    25% through the Compactor (worst split 1.83x; 2.14x and 1.84x calibrated by a sigmoid,
-    the default for conversations), where :func:`default_estimator` keeps 1.98x (worst
-    1.64x): a few thousand turns of one kind of chat do not hold enough to
-    fit 31-leaf trees that transfer. Agent transcripts have far more rows, and there the
-    deeper trees transfer better (held-out ToolTalk 0.464 against 0.453 at 25%)."""
+    features and shallow boosted trees.
+
+    Trained on four LoCoMo conversations and tested on the two others, over all 15 splits,
+    it keeps 2.11x what the recency window keeps at 25% through the Compactor (worst split
+    1.83x; 2.14x and 1.84x calibrated by a sigmoid, the default for conversations), where
+    :func:`default_estimator` keeps 1.98x (worst 1.64x): a few thousand turns of one kind
+    of chat do not hold enough to fit 31-leaf trees that transfer. Agent transcripts have
+    far more rows, and there the deeper trees transfer better (held-out ToolTalk 0.464
+    against 0.453 at 25%)."""
     from sklearn.ensemble import HistGradientBoostingClassifier, VotingClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
