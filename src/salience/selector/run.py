@@ -239,7 +239,13 @@ class Run:
         return self._code
 
     def acts(self) -> bool:
-        """Whether the transcript holds an action: a tool call, or code run from the reply."""
+        """Whether the transcript holds an action: a tool call, or code run from the reply.
+
+        Narrower than :meth:`Transcript.acts <salience.transcript.Transcript.acts>` (which the
+        scorer's choice of model reads): a tool result after a reply that holds no action
+        block does not count here. Six shared transcripts (MINT, SWE-agent) start that way;
+        one definition for both would change their early compactions, so it waits for a
+        measured change."""
         return any(e.tool_calls for e in self.source.entries) or bool(self.code_actions().any())
 
     def system_mask(self) -> np.ndarray:
