@@ -1031,3 +1031,38 @@ def test_a_chat_turn_is_kept_whole_or_not_at_all_but_pins_still_degrade() -> Non
     latest_long = [*chat[:4], {"role": "user", "content": long_turn}]
     tight = make(scorer=DictScorer(default=0.5), pin_last=1).compact(latest_long, budget=60)
     assert tight.tokens <= 60 and (tight.trimmed or tight.stubbed)
+
+
+def test_the_newest_pin_keeps_its_best_form_that_fits_before_an_older_pin() -> None:
+    # The latest result is the newest pin and the last user turn an older one: at every
+    # budget, the result keeps the best of its forms that fits beside its call and the
+    # system prompt, whatever the user turn and the rest are worth. (Pin worths that only
+    # grew with the rank made dropping the result cheaper than stubbing the user turn and
+    # trimming the result.)
+    messages = [
+        {"role": "system", "content": "You are a calendar agent."},
+        {"role": "user", "content": "Set a reminder to buy cake on September 27, please."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            call("c1", "AddReminder", session_token="98a5a87a-7714-b404", task="Buy cake")]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"reminder_id": "5b-dd80"}'},
+        {"role": "user", "content": " ".join(["Can you search my messages for the guest list my friend sent me "
+                                              "for the birthday party at her house next week?"] * 2)},
+        {"role": "assistant", "content": None, "tool_calls": [
+            call("c2", "SearchMessages", session_token="98a5a87a-7714-b404", query="birthday guests")]},
+        {"role": "tool", "tool_call_id": "c2", "content": lines("guest", 12)},
+    ]
+    scores = {"m2": 1.0, "m3": 0.5, "m6": 1.0}
+    compactor = make(scorer=DictScorer(scores, default=0.0))
+    run = Run(compactor._config(10**6), *to_transcript(messages, system=None, format=None))
+    _, costs, available = run.options()
+    fixed = int(costs[0, 0] + costs[5, 0])  # the system prompt and the result's call, whole
+    forms = [Option(o) for o in (0, 1, 2) if available[6, o]]
+    assert len(forms) == 3  # whole, trimmed, stubbed: each cheaper than the one before
+    seen = set()
+    for budget in range(fixed + int(costs[6, 2]), total_tokens(messages) + 1):
+        result = compactor.compact(messages, budget=budget)
+        assert result.tokens <= budget and not result.over_budget
+        best = next(o for o in forms if fixed + costs[6, int(o)] <= budget)
+        assert result.choices["m6"] is best, (budget, best, result.choices)
+        seen.add(best)
+    assert seen == set(forms)

@@ -588,18 +588,34 @@ class Run:
 
 #: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`_pin_worth`).
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
+#: How many of the newest soft pins degrade in strict order (see :func:`_pin_worth`).
+PIN_RANKS = 12
 
 
 def _pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
-    """Extra worth that keeps soft pins as whole as the budget allows.
+    """Extra worth that keeps soft pins as whole as the budget allows, newest first.
 
     Each step down of a soft pin (whole, trimmed, stubbed, dropped) costs more worth
-    than everything else in the problem is worth put together, so the solver gives up
-    any amount of other entries before it degrades a pin; the newest pin weighs the most,
-    so older pins degrade first. A pin's whole form gets its full weight, its trimmed
-    form half, its stub a quarter, dropping it nothing.
+    than everything else in the problem and every older pin are worth put together, so
+    the solver gives up any amount of other entries before it degrades a pin, and
+    degrades every older pin, down to dropping it, before a newer one: the newest pin
+    (the result the agent answers) stays in its best form that fits, and the last user
+    turn before it gives way first. (With weights that only grew with the rank, dropping
+    the latest result whole could cost less than stubbing the user turn and trimming the
+    result: ToolTalk, perfect scores, 25%: the latest result was dropped.) A pin's whole
+    form gets its full weight, its trimmed form half, its stub a quarter, dropping it
+    nothing. The order is strict among the newest :data:`PIN_RANKS` pins; older ones
+    share the weight of the oldest of those, so that float sums keep the other entries'
+    worths distinct.
     """
     base = float(values[~soft].max(axis=1).sum()) + 1.0
-    ranks = np.cumsum(soft) * soft  # 1 for the oldest soft pin, k for the newest
-    weight = base / PIN_FORMS[_STUB] * (1.0 + ranks / max(int(soft.sum()), 1)) * soft
+    idx = np.flatnonzero(soft)
+    older, ranked = idx[: max(len(idx) - PIN_RANKS, 0)], idx[len(idx) - len(idx[-PIN_RANKS:]):]
+    weight = np.zeros(len(soft))
+    # The unranked pins: each step down still costs more than every other entry is worth.
+    weight[older] = base / PIN_FORMS[_STUB] * (1.0 + np.arange(1, len(older) + 1) / max(len(older), 1))
+    total = base + float(weight.sum())
+    for i in ranked:
+        weight[i] = total / PIN_FORMS[_STUB] * (1.0 + 1e-9)  # its least step outweighs all before it
+        total += weight[i]
     return weight[:, None] * PIN_FORMS[None, :]
