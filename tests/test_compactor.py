@@ -439,8 +439,8 @@ def test_budget_error_only_when_the_system_prompt_does_not_fit() -> None:
     with pytest.raises(BudgetError, match=r"too small .*its system prompt, kept whole .* need \d+ tokens") as info:
         make(pin_last=4).compact(messages, budget=system - 1)
     err = info.value
-    # the system prompt and the last four but the assistant's plain answer among them
-    assert err.budget == system - 1 and err.required == system and err.pins == 4
+    # the system prompt and the last four entries that are not the assistant's plain text
+    assert err.budget == system - 1 and err.required == system and err.pins == 5
 
 
 def test_keep_pins_returns_the_system_prompt_whole_flagged() -> None:
@@ -1066,3 +1066,23 @@ def test_the_newest_pin_keeps_its_best_form_that_fits_before_an_older_pin() -> N
         assert result.choices["m6"] is best, (budget, best, result.choices)
         seen.add(best)
     assert seen == set(forms)
+
+
+def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:
+    # "Now let me modify the alarm." answers nothing: it is not pinned and not counted, so
+    # the default pin_last=1 pins the token the agent just got, whatever its score.
+    messages = [
+        {"role": "system", "content": "You are an assistant."},
+        {"role": "user", "content": "Modify my alarm from 6:30 to 7:30, user JaneSmith, password hunter2."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            call("c1", "GetUserToken", username="JaneSmith", password="hunter2")]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"token": "o8i7u6y5t4r3e2w1q0"}'},
+        {"role": "assistant", "content": "Okay. Now let me modify the alarm for you."},
+    ]
+    scorer = DictScorer({"m2": 0.0, "m3": 0.0}, default=1.0)
+    budget = total_tokens(messages) - COUNTER.count_entry(Transcript.from_openai(messages).entries[1])
+    result = make(scorer=scorer).compact(messages, budget=budget)
+    assert {"m2", "m3"} <= set(result.kept), result.choices
+    assert result.tokens <= budget
+    unpinned = make(scorer=scorer, pin_last=0, pin_last_user=False).compact(messages, budget=budget)
+    assert "m3" not in unpinned.kept  # what the pin changes: its score alone would drop it

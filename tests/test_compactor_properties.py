@@ -108,17 +108,17 @@ def compactors(draw: st.DrawFn) -> Compactor:
 
 def _pins(source: Transcript, c: Compactor, full_costs: Any, budget: int) -> set[str]:
     """The documented pins: system entries, the last user turn unless it alone costs more than
-    the budget, and the last ``pin_last`` entries but the assistant's plain text."""
+    the budget, and the last ``pin_last`` entries that are neither system entries nor the
+    assistant's plain text (which is not counted)."""
     entries = source.entries
     pins = {e.id for e in entries if e.role == "system"} if c.pin_system else set()
     users = [i for i, e in enumerate(entries) if e.role == "user"]
-    tail = range(max(0, len(entries) - c.pin_last), len(entries)) if c.pin_last else range(0)
+    answered = [i for i, e in enumerate(entries) if e.role != "system" and (
+        e.role != "assistant" or e.tool_calls or ACTION_BLOCK.search(e.content or ""))]
+    tail = answered[len(answered) - c.pin_last:] if c.pin_last else []
     if c.pin_last_user and users and (full_costs[users[-1]] <= budget or users[-1] in tail):
         pins.add(entries[users[-1]].id)
-    for i in tail:
-        e = entries[i]
-        if e.role != "assistant" or e.tool_calls or ACTION_BLOCK.search(e.content or ""):
-            pins.add(e.id)
+    pins.update(entries[i].id for i in tail)
     return pins
 
 

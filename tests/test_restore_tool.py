@@ -43,7 +43,7 @@ def history() -> list[dict]:
 
 
 def compactor(budget: int = 120) -> Compactor:
-    return Compactor(scorer=Flat(), budget=budget, counter=words, pin_last=2, max_entry_tokens=None)
+    return Compactor(scorer=Flat(), budget=budget, counter=words, pin_last=1, max_entry_tokens=None)
 
 
 #: The id a stub ("archived m3 (") or a trim marker ("from m3;") names.

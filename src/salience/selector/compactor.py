@@ -14,7 +14,7 @@
 ...     def score(self, transcript, query=None):
 ...         return [0.5] * len(transcript.entries)
 >>> words = lambda text: len(text.split())
->>> result = Compactor(scorer=Flat(), budget=80, counter=words, pin_last=2).compact(messages)
+>>> result = Compactor(scorer=Flat(), budget=80, counter=words).compact(messages)
 >>> result.tokens <= 80, result.stubbed
 (True, ('m3',))
 >>> print(result.messages[3]["content"])
@@ -140,8 +140,9 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             of each transcript's domain (no masking when it has none).
         pin_last: how many of the last entries are pinned: kept whole whenever the budget
             allows, degraded (trimmed, stubbed, dropped) oldest first when it does not. The
-            assistant's plain text among them (no tool call, no code action) is not pinned:
-            it is what the agent said, not what it answers, and its score weighs it.
+            assistant's plain text (no tool call, no code action) is neither pinned nor
+            counted: it is what the agent said, not what it answers, and its score weighs
+            it; the default 1 pins the latest user turn, result or action.
         pin_system: keep system entries whole (the only pins that never degrade: a budget
             below them is a :class:`BudgetError`). pin_last_user: pin the last user turn
             (like ``pin_last``, it degrades only when nothing else can give way; one that
