@@ -342,7 +342,8 @@ def test_anthropic_stub_is_a_tool_result_block() -> None:
     messages = anthropic_messages()
     scorer = DictScorer({"m2": 0.0}, default=0.95)
     budget = total_tokens(messages, system=SYSTEM) - words(RESERVATION) + 25
-    result = make(scorer=scorer, pin_last=0, critical=None).compact(messages, system=SYSTEM, budget=budget)
+    # no digest: it would trim the sibling to list m2's values beside it
+    result = make(scorer=scorer, pin_last=0, critical=None, digest=0).compact(messages, system=SYSTEM, budget=budget)
     assert result.choices["m2"] is Option.STUB
     block = result.messages[2]["content"][0]
     assert block["type"] == "tool_result" and block["tool_use_id"] == "t1"
@@ -490,16 +491,18 @@ def test_a_policy_of_your_own_travels_in_a_json_profile(tmp_path: Path) -> None:
     mine = PhasePolicy.customer_service()
     mine = mine.replace(rules={**mine.rules, Phase.LOOKUP: {**mine.rules[Phase.LOOKUP], ToolType.SEARCH: Option.FULL}})
     assert mine.as_dict()["rules"]["lookup"]["search"] == ["full", None]
-    as_object = make(pin_last=1, critical=None, policy=mine).compact(t, budget=budget)
-    default = make(pin_last=1, critical=None).compact(t, budget=budget)
+    # no digest, which here lists the trimmed search's values under either policy
+    as_object = make(pin_last=1, critical=None, digest=0, policy=mine).compact(t, budget=budget)
+    default = make(pin_last=1, critical=None, digest=0).compact(t, budget=budget)
     assert as_object.choices != default.choices
     path = tmp_path / "profile.json"
-    path.write_text(json.dumps({"compactor": {"pin_last": 1, "critical": None, "policy": mine.as_dict()}}))
+    path.write_text(json.dumps({"compactor": {"pin_last": 1, "critical": None, "digest": 0,
+                                              "policy": mine.as_dict()}}))
     from_file = make(profile=path).compact(t, budget=budget)
     assert from_file.choices == as_object.choices and from_file.phase is Phase.LOOKUP
     # a mapping passed directly is read the same way, never changed, and read again once changed
     data = mine.as_dict()
-    compactor = make(pin_last=1, critical=None, policy=data)
+    compactor = make(pin_last=1, critical=None, digest=0, policy=data)
     assert compactor.compact(t, budget=budget).choices == as_object.choices
     assert data == mine.as_dict()
     data["rules"]["lookup"]["search"] = ["stub", None]

@@ -99,14 +99,26 @@ def test_no_digest_where_it_cannot_help() -> None:
     messages = history()
     # a budget that holds everything: nothing to digest
     assert _digest(Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=10_000)) is None
-    # a share of the budget under 16 tokens
-    assert _digest(Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=70)) is None
+    # the pins whole (the system prompt, the last user turn: 18 tokens) leave under 16 tokens
+    assert _digest(Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=30)) is None
     # a conversation: no tool call, no code action
     chat = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} about HAT{100 + i} " + "words " * 40}
             for i in range(12)]
     result = Compactor(scorer=Recent(), counter=WORDS).compact(chat, budget=150)
     assert result.stubbed or result.dropped
     assert _digest(result) is None
+
+
+def test_a_digest_grows_into_the_room_the_pins_leave() -> None:
+    """At 70 tokens a fifth of the budget (14) holds no digest; the pins whole (18 tokens)
+    leave 52, and half the budget goes to one: every reservation code is in sight."""
+    messages = history()
+    result = Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=70)
+    assert result.tokens <= 70 and not tool_pairing_errors(result.messages)
+    assert {"m0", "m14"} <= set(result.kept)  # the pins stay whole
+    found = _digest(result)
+    assert found is not None
+    assert all(code in found[1] for code in ("ZFA04Y", "K9P2QX", "T7M3ZR", "B2C8DE"))
 
 
 def test_a_session_never_digests() -> None:
@@ -141,7 +153,7 @@ def test_a_digest_keeps_the_actions_the_answer_kept() -> None:
 def test_the_solver_gap_is_the_answer_s_own() -> None:
     """A digest solves a second problem; the gap reported is that of the answer returned."""
     seen = set()
-    for budget in range(100, 400, 7):
+    for budget in range(30, 700, 7):  # up to a budget that holds everything
         plain = Compactor(scorer=Recent(), counter=WORDS, solver="lp", digest=0).compact(history(), budget=budget)
         result = Compactor(scorer=Recent(), counter=WORDS, solver="lp").compact(history(), budget=budget)
         if _digest(result) is None:

@@ -155,9 +155,10 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             tokens, an int a number of tokens.
         stub_values: how many key values a stub quotes.
         digest: the share of the budget (0 to 0.5) that a plain ``compact()`` may give to a
-            *digest*: one archived entry's stub that also lists the values of the other
-            archived entries that nothing kept shows, each under its entry's id, taken only
-            when the answer is then worth more (:meth:`Run.digest
+            *digest* (more, up to half, where the pins whole leave that much beside them):
+            one archived entry's stub that also lists the values of the other archived
+            entries that nothing kept shows, each under its entry's id, taken only when the
+            answer is then worth more (:meth:`Run.digest
             <salience.selector.run.Run.digest>`; never in a conversation without tool
             calls or code, nor in a session's prefix-stable compaction). ``0`` turns it off.
         retain: share of an entry's value kept by ``"trim"`` and ``"stub"`` (FULL keeps 1);

@@ -53,7 +53,8 @@ from salience.tooltypes import ToolType, tool_type
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values
 
-__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON", "VALUE_WEIGHT",
+__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_ROOM", "DIGEST_WEIGHT", "EPSILON",
+           "VALUE_WEIGHT",
            "Problem", "Run"]
 
 #: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
@@ -75,6 +76,11 @@ DIGEST_MAX = 512
 #: recall (issue #14): at 1.0 a digest was taken too rarely to matter (airline +0.017 at 25%),
 #: at 2.0 it was +0.066 there, and no domain lost more than 0.003.
 DIGEST_WEIGHT = 2.0
+#: The largest share of the budget a digest takes, where the pins whole leave it (held out,
+#: against the fixed share of 0.2: ToolTalk 0.474 -> 0.483 and API-Bank 0.515 -> 0.523 of
+#: the independent references at 25%, API-Bank's code support 0.252 -> 0.288; 0.002 less
+#: on both at 10%, one reference each; airline, MINT and SWE-agent within 0.006).
+DIGEST_ROOM = 0.5
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -412,7 +418,8 @@ class Run:
 
         A stub stands for one entry, and a tool result's stub needs its call kept whole
         beside it: at a small budget, the values of most dropped tool groups are out of
-        sight. A digest takes ``share`` of the budget: the rest is solved again, and the
+        sight. A digest takes ``share`` of the budget, or more, up to :data:`DIGEST_ROOM`,
+        where the pins whole leave that much beside them: the rest is solved again, and the
         latest archived entry (stubbed, or else dropped and neither a call nor a result)
         becomes a stub that also lists, entry by entry and best score first, the values of
         the other archived entries that no whole entry shows, each entry's id first (so
@@ -424,8 +431,14 @@ class Run:
         transcript acts (a conversation's turns are not their names and dates). Returns
         ``(choices, fixed)`` for :meth:`assemble`.
         """
+        if not self.acts():
+            return None
+        # What the pins leave, up to DIGEST_ROOM, may go to the digest: a larger list where it
+        # costs no pin its form, and never more than ``share`` where the pins fill the budget.
+        room = budget - self.min_cost(prob.whole_pins(), prob.costs)
+        share = max(share, min(DIGEST_ROOM, room / budget))
         reserve = min(int(budget * share), DIGEST_MAX)
-        if reserve < DIGEST_MIN or not self.acts():
+        if reserve < DIGEST_MIN:
             return None
         # The agent's own actions that the answer keeps stay as they are: a digest lists
         # values, and must not cost what a reader needs to know was done.
