@@ -629,13 +629,14 @@ def _pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
     the latest result whole could cost less than stubbing the user turn and trimming the
     result: ToolTalk, perfect scores, 25%: the latest result was dropped.) A pin's whole
     form gets its full weight, its trimmed form half, its stub a quarter, dropping it
-    nothing. The order is strict among the newest :data:`PIN_RANKS` pins; older ones
-    share the weight of the oldest of those, so that float sums keep the other entries'
-    worths distinct.
+    nothing. The order is strict among the newest :data:`PIN_RANKS` pins (each weighs about
+    five times the one before it); older ones, below those, only weigh more the newer they
+    are (each step down of one still costs more than every other entry), so that float sums
+    keep the other entries' worths distinct however many pins there are.
     """
     base = float(values[~soft].max(axis=1).sum()) + 1.0
     idx = np.flatnonzero(soft)
-    older, ranked = idx[: max(len(idx) - PIN_RANKS, 0)], idx[len(idx) - len(idx[-PIN_RANKS:]):]
+    older, ranked = idx[: max(len(idx) - PIN_RANKS, 0)], idx[-PIN_RANKS:]
     weight = np.zeros(len(soft))
     # The unranked pins: each step down still costs more than every other entry is worth.
     weight[older] = base / PIN_FORMS[_STUB] * (1.0 + np.arange(1, len(older) + 1) / max(len(older), 1))
