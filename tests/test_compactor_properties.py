@@ -138,6 +138,28 @@ def _fits_whole(c: Compactor, messages: Any, budget: int, system: Any, ids: set[
     return run.min_cost(allowed, costs) <= budget
 
 
+def _fits_with(c: Compactor, messages: Any, budget: int, system: Any, index: int, option: int) -> bool:
+    """Whether the cheapest valid selection with entry ``index`` in form ``option`` (the
+    system prompt whole, every other entry as cheap as it may be) fits ``budget``."""
+    source, fmt = to_transcript(messages, system=system, format=None)
+    run = Run(c._config(budget), source, fmt)
+    _, costs, allowed = run.options()
+    if not allowed[index, option]:
+        return False
+    allowed = allowed.copy()
+    allowed[index] = False
+    allowed[index, option] = True
+    if c.pin_system:
+        for i, e in enumerate(source.entries):
+            if e.role == "system":
+                allowed[i] = [True, False, False, False]
+    first = next((i for i, e in enumerate(source.entries) if e.role != "system"), None)
+    if fmt == "anthropic" and first is not None and first != index and source.entries[first].role == "user":
+        if allowed[first, :3].any():
+            allowed[first, 3] = False
+    return run.min_cost(allowed, costs) <= budget
+
+
 def _holds_latest(c: Compactor, messages: Any, budget: int, system: Any) -> bool:
     """Whether the latest entry fits ``budget`` in its cheapest form (with its tool group)."""
     source, fmt = to_transcript(messages, system=system, format=None)
@@ -214,6 +236,17 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
             assert c.max_entry_tokens is not None and COUNTER.count_entry(src[x]) > c.max_entry_tokens
         else:
             assert out[x] == src[x]
+
+    # the newest soft pin keeps the best of its forms that fits beside the system prompt (and
+    # its tool group), whatever the older pins and the rest are worth: older pins give way first
+    soft = [i for i, e in enumerate(source.entries) if e.id in _pins(source, c, run.options()[1][:, 0], budget)
+            and e.role != "system"]
+    if soft and not result.over_budget:
+        newest = soft[-1]
+        e = source.entries[newest]
+        if c.max_entry_tokens is None or COUNTER.count_entry(e) <= c.max_entry_tokens:
+            best = next((o for o in (0, 1, 2, 3) if _fits_with(c, messages, budget, system, newest, o)), 3)
+            assert int(result.choices[e.id]) <= best, (e.id, result.choices[e.id], Option(best))
 
     # nothing lost
     for x, e in src.items():
