@@ -435,7 +435,9 @@ class Run:
             return None
         # What the pins leave, up to DIGEST_ROOM, may go to the digest: a larger list where it
         # costs no pin its form, and never more than ``share`` where the pins fill the budget.
-        room = budget - self.min_cost(prob.whole_pins(), prob.costs)
+        whole = prob.whole_pins()
+        kept = np.unique(self.unit_of[~whole[:, _DROP]])  # the units that cannot all go
+        room = budget - sum(unit_min(prob.costs, whole, self.units[int(u)]) for u in kept)
         share = max(share, min(DIGEST_ROOM, room / budget))
         reserve = min(int(budget * share), DIGEST_MAX)
         if reserve < DIGEST_MIN:
