@@ -51,7 +51,7 @@ from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
 from salience.limits import check_count
-from salience.messages._common import _ATOMS, LANGCHAIN_KEY, OPENAI_KEY, copy_json
+from salience.messages._common import LANGCHAIN_KEY, OPENAI_KEY, CopyPlan, copy_by_plan, copy_json, copy_plan
 from salience.messages.validate import Checked, checked_growing
 from salience.transcript import Entry, Transcript
 
@@ -281,12 +281,12 @@ class MessageCache:
         kind = _kind(message) if kind is None else kind
         self.read.put(message, (index, fmt, entry, private["message"], private.get("size", 0), kind))
 
-    def _rendered(self, entry: Entry, render: Callable[[Entry], Any]) -> tuple[Any, bool]:
-        """(``render(entry)``, whether it is a dict of atoms alone), cached per entry object."""
-        hit: tuple[Any, bool] | None = self.rendered.get(entry)
+    def _rendered(self, entry: Entry, render: Callable[[Entry], Any]) -> tuple[Any, CopyPlan]:
+        """(``render(entry)``, its :func:`~salience.messages._common.copy_plan`), cached per entry object."""
+        hit: tuple[Any, CopyPlan] | None = self.rendered.get(entry)
         if hit is None:
             message = render(entry)
-            hit = (message, type(message) is dict and all(type(v) in _ATOMS for v in message.values()))
+            hit = (message, copy_plan(message))
             self.rendered.put(entry, hit)
         return hit
 
@@ -295,10 +295,10 @@ class MessageCache:
         return self._rendered(entry, render)[0]
 
     def rendered_copy(self, entry: Entry, render: Callable[[Entry], Any]) -> Any:
-        """A :func:`copy_json` of :meth:`rendering` (a JSON-like message), made by ``dict.copy`` when
-        the message holds atoms alone (the same copy, faster)."""
-        message, flat = self._rendered(entry, render)
-        return message.copy() if flat else copy_json(message)
+        """A :func:`copy_json` of :meth:`rendering` (a JSON-like message), made by its cached
+        :func:`~salience.messages._common.copy_plan` (the same copy, for less work)."""
+        message, plan = self._rendered(entry, render)
+        return copy_by_plan(message, plan)
 
 
 def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Transcript:

@@ -393,6 +393,12 @@ def units(parent: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
 
 def unit_min(costs: np.ndarray, allowed: np.ndarray, members: list[int]) -> float:
     """Least cost of one unit: 0 if every member may drop, else each member's cheapest kept option."""
+    if len(members) == 1:  # most units: one entry, whose row is read once
+        row = allowed[members[0]].tolist()
+        if row[_DROP]:
+            return 0.0
+        kept = [c for c, ok in zip(costs[members[0], :_DROP].tolist(), row) if ok]
+        return float(min(kept)) if kept else math.inf
     if all(allowed[m, _DROP] for m in members):
         return 0.0
     total = 0.0

@@ -519,24 +519,28 @@ class Run:
         fixed = fixed or {}
         entries: list[Entry] = []
         ledger = Ledger()
+        record = ledger.record
         tokens = 0
         counter = self.cfg.counter
-        for i, src in enumerate(self.source.entries):
-            c = int(choices[i])
+        full, full_cost = self.full, self.full_cost
+        renders: list[list[Entry | None]] | None = None
+        for i, (src, c) in enumerate(zip(self.source.entries, np.asarray(choices).tolist())):
             if c == _DROP:
-                ledger.record(src, c, None)
+                record(src, c, None)
                 continue
-            if i in fixed and fixed[i][1] is not None:
-                entry = fixed[i][1]
+            hit = fixed.get(i)
+            if hit is not None and hit[1] is not None:
+                entry = hit[1]
             elif c == _FULL:
-                entry = self.full[i]
+                entry = full[i]
             else:
-                renders, _, _ = self.options()
+                if renders is None:
+                    renders = self.options()[0]
                 entry = renders[i][c]
             assert entry is not None, (i, c)
             entries.append(entry)
-            tokens += self.full_cost[i] if entry is self.full[i] else counter.count_entry(entry)
-            ledger.record(src, c, entry)
+            tokens += full_cost[i] if entry is full[i] else counter.count_entry(entry)
+            record(src, c, entry)
         transcript = Transcript(id=self.source.id, entries=tuple(entries), domain=self.source.domain,
                                 meta=self.source.meta)
         messages, system = render(transcript, self.fmt, self.messages)
