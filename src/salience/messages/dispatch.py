@@ -337,7 +337,9 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
     if is_langchain_list(messages):
         return None
     store = cache.read._store
-    known: list[Any] = []
+    entries: list[Any] = []
+    misses: list[tuple[int, Any]] = []  # (index, kind) of the messages to read
+    size = 0
     for i, m in enumerate(messages):
         hit = store.get(id(m))
         if hit is not None and hit[0] is m:
@@ -345,27 +347,23 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
             if k[0] == i and k[1] == "openai" and m == k[3]:
                 if k[5]:
                     return None
-                known.append(k)
+                entries.append(k[2])
+                size += k[4]
                 continue
         kind = _kind(m)
         if kind:
             return None
-        known.append(kind)
+        misses.append((i, kind))
+        entries.append(None)
     check_count(len(messages), where="transcript 'transcript'")
-    entries: list[Entry] = []
-    size = 0
-    read: Any = None
-    for i, (m, k) in enumerate(zip(messages, known)):
-        if type(k) is tuple:
-            entries.append(k[2])
-            size += k[4]
-            continue
-        if read is None:
-            read = reader("openai")[0]
-        entry = read(m, i, transcript_id="transcript")
-        cache.remember(m, i, "openai", entry, kind=k)
-        entries.append(entry)
-        size += entry.meta[OPENAI_KEY].get("size", 0)
+    if misses:
+        read = reader("openai")[0]
+        for i, kind in misses:
+            m = messages[i]
+            entry = read(m, i, transcript_id="transcript")
+            cache.remember(m, i, "openai", entry, kind=kind)
+            entries[i] = entry
+            size += entry.meta[OPENAI_KEY].get("size", 0)
     return cache.checked(entries, size)
 
 
