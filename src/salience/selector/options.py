@@ -209,7 +209,8 @@ class Rows:
         self._edits: tuple[dict[str, Any], np.ndarray] | None = None
 
     def _reuse(self) -> tuple[Rows | None, int]:
-        return self._base if self._base is not None else (None, 0)
+        base = self._base  # read once: the next rows may clear it from another thread
+        return base if base is not None else (None, 0)
 
     def arrays(self, cfg: Config) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray, np.ndarray]:
         """Per entry: the FULL, TRIM, STUB renderings (None if not offered), and the (n, 4)
