@@ -252,3 +252,15 @@ def test_compaction_states_the_solver_gap():
     assert result.solver_gap is not None and 0.0 <= result.solver_gap <= GAP_TOLERANCE
     exact = Compactor(scorer=_Scores(), solver="exact").compact(messages, budget=budget)
     assert exact.method == "dp" and exact.solver_gap == 0.0 and exact.tokens <= budget
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(max_n=12), st.floats(0.0, 3.0))
+def test_the_bound_alone_is_the_penalties_bound_bit_for_bit(inst, lam):
+    """lp.bound, which a solve within its tolerance uses instead of lp.penalties, gives the same float."""
+    costs, values, allowed, parent, budget = inst
+    try:
+        prob = prepare(costs, values, budget, allowed, parent)
+    except InfeasibleError:  # a group that can be neither kept nor dropped
+        return
+    assert lp.bound(prob, lam) == lp.penalties(prob, lam).upper

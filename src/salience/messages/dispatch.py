@@ -51,8 +51,8 @@ from typing import Any
 
 from salience.errors import FormatError, ParameterError, describe
 from salience.limits import check_count
-from salience.messages._common import LANGCHAIN_KEY, OPENAI_KEY, copy_json
-from salience.messages.validate import checked_transcript
+from salience.messages._common import LANGCHAIN_KEY, OPENAI_KEY, CopyPlan, copy_by_plan, copy_json, copy_plan
+from salience.messages.validate import Checked, checked_growing
 from salience.transcript import Entry, Transcript
 
 __all__ = [
@@ -247,11 +247,22 @@ class MessageCache:
     Entries are immutable, so a rendering cached for the same entry object is always right.
     """
 
-    __slots__ = ("read", "rendered")
+    __slots__ = ("_lock", "last", "read", "rendered")
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self.read = IdCache(size)
         self.rendered = IdCache(size)
+        self.last: Checked | None = None  # the last transcript read, and its validation's state
+        self._lock = threading.Lock()
+
+    def checked(self, entries: Sequence[Entry], size: int) -> Transcript:
+        """The checked transcript of ``entries`` (:func:`~salience.messages.validate.checked_growing`):
+        validated for the entries after the last transcript's when it extends that one."""
+        with self._lock:
+            last, self.last = self.last, None  # its state advances: no other call may use it
+        out = checked_growing(entries, id="transcript", size=size, last=last)
+        self.last = out
+        return out.transcript
 
     def entry(self, message: Any, index: int, fmt: str) -> Entry | None:
         """The entry read before from ``message`` at ``index`` in ``fmt``, if the message
@@ -270,13 +281,24 @@ class MessageCache:
         kind = _kind(message) if kind is None else kind
         self.read.put(message, (index, fmt, entry, private["message"], private.get("size", 0), kind))
 
+    def _rendered(self, entry: Entry, render: Callable[[Entry], Any]) -> tuple[Any, CopyPlan]:
+        """(``render(entry)``, its :func:`~salience.messages._common.copy_plan`), cached per entry object."""
+        hit: tuple[Any, CopyPlan] | None = self.rendered.get(entry)
+        if hit is None:
+            message = render(entry)
+            hit = (message, copy_plan(message))
+            self.rendered.put(entry, hit)
+        return hit
+
     def rendering(self, entry: Entry, render: Callable[[Entry], Any]) -> Any:
         """``render(entry)``, cached per entry object (do not hand the result out: copy it)."""
-        message = self.rendered.get(entry)
-        if message is None:
-            message = render(entry)
-            self.rendered.put(entry, message)
-        return message
+        return self._rendered(entry, render)[0]
+
+    def rendered_copy(self, entry: Entry, render: Callable[[Entry], Any]) -> Any:
+        """A :func:`copy_json` of :meth:`rendering` (a JSON-like message), made by its cached
+        :func:`~salience.messages._common.copy_plan` (the same copy, for less work)."""
+        message, plan = self._rendered(entry, render)
+        return copy_by_plan(message, plan)
 
 
 def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Transcript:
@@ -303,7 +325,7 @@ def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Tra
         cache.remember(m, i, fmt, entry)
         entries.append(entry)
         size += entry.meta[_READ_KEYS[fmt]].get("size", 0)
-    return checked_transcript(entries, id="transcript", size=size)
+    return cache.checked(entries, size)
 
 
 def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | None:
@@ -315,7 +337,9 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
     if is_langchain_list(messages):
         return None
     store = cache.read._store
-    known: list[Any] = []
+    entries: list[Any] = []
+    misses: list[tuple[int, Any]] = []  # (index, kind) of the messages to read
+    size = 0
     for i, m in enumerate(messages):
         hit = store.get(id(m))
         if hit is not None and hit[0] is m:
@@ -323,28 +347,24 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
             if k[0] == i and k[1] == "openai" and m == k[3]:
                 if k[5]:
                     return None
-                known.append(k)
+                entries.append(k[2])
+                size += k[4]
                 continue
         kind = _kind(m)
         if kind:
             return None
-        known.append(kind)
+        misses.append((i, kind))
+        entries.append(None)
     check_count(len(messages), where="transcript 'transcript'")
-    entries: list[Entry] = []
-    size = 0
-    read: Any = None
-    for i, (m, k) in enumerate(zip(messages, known)):
-        if type(k) is tuple:
-            entries.append(k[2])
-            size += k[4]
-            continue
-        if read is None:
-            read = reader("openai")[0]
-        entry = read(m, i, transcript_id="transcript")
-        cache.remember(m, i, "openai", entry, kind=k)
-        entries.append(entry)
-        size += entry.meta[OPENAI_KEY].get("size", 0)
-    return checked_transcript(entries, id="transcript", size=size)
+    if misses:
+        read = reader("openai")[0]
+        for i, kind in misses:
+            m = messages[i]
+            entry = read(m, i, transcript_id="transcript")
+            cache.remember(m, i, "openai", entry, kind=kind)
+            entries[i] = entry
+            size += entry.meta[OPENAI_KEY].get("size", 0)
+    return cache.checked(entries, size)
 
 
 # -- both ways --------------------------------------------------------------------------------
@@ -409,8 +429,10 @@ def render(transcript: Transcript, fmt: str, cache: MessageCache | None = None) 
     (the caller gets copies)."""
     if fmt in ("openai", "langchain") and cache is not None:
         render_one = renderer(fmt)
-        copy_message = copy_json if fmt == "openai" else copy_langchain
-        return [copy_message(cache.rendering(e, render_one)) for e in transcript.entries], None
+        if fmt == "openai":
+            copied = cache.rendered_copy
+            return [copied(e, render_one) for e in transcript.entries], None
+        return [copy_langchain(cache.rendering(e, render_one)) for e in transcript.entries], None
     if fmt == "openai":
         return transcript.to_openai(), None
     if fmt == "langchain":

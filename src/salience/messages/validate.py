@@ -62,6 +62,7 @@ cannot answer the call.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -69,13 +70,15 @@ from typing import Any, TypeGuard
 
 from salience.errors import ParameterError, TranscriptError, describe
 from salience.limits import Limits, check_size
-from salience.transcript import Entry, Query, Transcript
+from salience.transcript import Entry, Growth, Query, Transcript
 
 __all__ = [
     "ANTHROPIC_ID",
+    "Checked",
     "check_anthropic",
     "check_openai",
     "checked_transcript",
+    "checked_growing",
     "pending_calls",
     "require_answered",
     "unanswered_before",
@@ -413,7 +416,9 @@ def check_anthropic(
 # --------------------------------------------------------------------------
 
 
-def unanswered_before(transcript: Transcript) -> tuple[int, str, int] | None:
+def unanswered_before(
+    transcript: Transcript, *, start: int = 0, open_calls: dict[str, int] | None = None
+) -> tuple[int, str, int] | None:
     """``(calling entry, call id, entry)`` for the first tool call of ``transcript`` that is
     not answered before ``entry``, the next entry that is not one of its call group's
     results (a user or assistant turn, a free-standing observation); None when every call
@@ -422,9 +427,15 @@ def unanswered_before(transcript: Transcript) -> tuple[int, str, int] | None:
 
     Results before their calls, results of no call and calls answered twice the
     :class:`~salience.transcript.Transcript` itself refuses.
+
+    ``start``, ``open_calls``: go on from entry ``start``, the entries before it having
+    been found in time with ``open_calls`` (call id -> the entry that made it) still
+    waiting; the dict is updated as the entries are read (:func:`checked_growing`).
     """
-    open_calls: dict[str, int] = {}  # call id -> entry that made it
-    for i, entry in enumerate(transcript.entries):
+    open_calls = {} if open_calls is None else open_calls  # call id -> entry that made it
+    entries = transcript.entries
+    for i in range(start, len(entries)):
+        entry = entries[i]
         if entry.role == "tool" and entry.tool_call_id is not None and entry.tool_call_id in open_calls:
             del open_calls[entry.tool_call_id]
             continue
@@ -477,10 +488,13 @@ answered before message 2 (id 'm2', user); providers refuse a history with an un
 turns: add its result right after the call, or drop the call (see README, "Bad input")
     """
     found = unanswered_before(transcript)
-    if found is None:
-        return
+    if found is not None:
+        raise _late_call(transcript, found)
+
+
+def _late_call(transcript: Transcript, found: tuple[int, str, int]) -> TranscriptError:
     owner, cid, before = found
-    raise TranscriptError(
+    return TranscriptError(
         f"transcript {transcript.id!r}, {_where(transcript, owner)}: tool call {cid!r} is not answered before "
         f"{_where(transcript, before)}; providers refuse a history with an unanswered call before more turns: "
         'add its result right after the call, or drop the call (see README, "Bad input")'
@@ -552,3 +566,37 @@ def checked_transcript(
     transcript = Transcript(id=id, entries=tuple(entries), domain=domain, queries=tuple(queries))
     require_answered(transcript)
     return transcript
+
+
+class Checked:
+    """A transcript :func:`checked_growing` returned, with what validating it left behind
+    (:class:`~salience.transcript.Growth`, the calls still waiting), so that one that extends
+    it is checked for its new entries only. The state advances when it is extended: use
+    each at most once."""
+
+    __slots__ = ("growth", "open_calls", "transcript")
+
+    def __init__(self, transcript: Transcript, growth: Growth, open_calls: dict[str, int]) -> None:
+        self.transcript = transcript
+        self.growth = growth
+        self.open_calls = open_calls
+
+
+def checked_growing(entries: Sequence[Entry], *, id: str, size: int, last: Checked | None = None) -> Checked:
+    """:func:`checked_transcript` of ``entries`` (no domain, no queries, the default limits),
+    checked for the entries after ``last``'s alone when ``entries`` extends ``last``'s transcript
+    (the same entry objects first, the same id): the same transcript and the same errors as
+    a check of them all. ``last`` may not be used again (its state has advanced)."""
+    check_size(size, where=f"transcript {id!r}", limits=None, unit="bytes of JSON (about)")
+    base = last.transcript if last is not None else None
+    m = len(base.entries) if base is not None else 0
+    if base is not None and last is not None and base.id == id and m <= len(entries) \
+            and all(map(operator.is_, base.entries, entries[:m])):
+        growth, open_calls = last.growth, last.open_calls
+    else:
+        base, m, growth, open_calls = Transcript(id=id), 0, Growth(), {}
+    transcript = base.extended(entries[m:], growth)
+    found = unanswered_before(transcript, start=m, open_calls=open_calls)
+    if found is not None:
+        raise _late_call(transcript, found)
+    return Checked(transcript, growth, open_calls)

@@ -111,6 +111,21 @@ __all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Comp
 _got = describe
 
 
+_SIGNATURES: dict[type, tuple[tuple[str, ...], Mapping[str, Any]]] = {}
+
+
+def _signature(cls: type) -> tuple[tuple[str, ...], Mapping[str, Any]]:
+    """``cls``'s parameter names (scikit-learn's ``_get_param_names``) and their defaults, read
+    from its ``__init__`` once per class (``inspect.signature`` costs more than the rest of
+    :meth:`Compactor._config`)."""
+    hit = _SIGNATURES.get(cls)
+    if hit is None:
+        sig = inspect.signature(cls.__init__)  # type: ignore[misc]
+        names = tuple(cls._get_param_names())  # type: ignore[attr-defined]
+        hit = _SIGNATURES[cls] = (names, MappingProxyType({k: sig.parameters[k].default for k in names}))
+    return hit
+
+
 @dataclass(slots=True, eq=False)
 class Caches:
     """What a compactor keeps between calls, one cache per layer: the format layer's
@@ -260,11 +275,11 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
 
     def _config(self, budget: Any = None) -> Config:
         """The parameters, profile applied, checked (:func:`~salience.selector.params.make_config`)."""
-        sig = inspect.signature(type(self).__init__)
-        params = {name: getattr(self, name) for name in self._get_param_names()}
+        names, defaults = _signature(type(self))
+        params = {name: getattr(self, name) for name in names}
         profile = self._profile(params.pop("profile"))
         for key, value in profile.items():
-            if is_default(params[key], sig.parameters[key].default):
+            if is_default(params[key], defaults[key]):
                 params[key] = value
         scorer = params["scorer"]
         if scorer is None:

@@ -426,12 +426,12 @@ def _solve_lp(prob: Instance, tol: float, core_cells: int) -> Solution:
     rel = lp.relax(h, prob.budget, prob.roots.shape[0])
     choices = lp.decode(prob, h, lp.fill(h, rel))
     value = float(total(prob.values, choices))
-    prices = lp.penalties(prob, rel.lam)
-    upper = prices.upper
     if rel.critical == h.unit.shape[0]:  # every hull step fits: the most valuable assignment
         return _make_solution(prob, choices, exact=True, method="lp")
+    upper = lp.bound(prob, rel.lam)  # the penalties' bound, without them (needed only past tol)
     if upper - value <= tol * upper:
         return _make_solution(prob, choices, exact=upper <= value, method="lp", bound=upper)
+    prices = lp.penalties(prob, rel.lam)
     core, outside = _core(prob, prices, upper - value, core_cells)
     restricted = -math.inf
     method = "lp"

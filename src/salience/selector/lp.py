@@ -327,5 +327,21 @@ def penalties(prob: Instance, lam: float) -> Prices:
 
 
 def bound(prob: Instance, lam: float) -> float:
-    """The Lagrangian upper bound at token price ``lam`` (valid for every ``lam >= 0``)."""
-    return penalties(prob, lam).upper
+    """The Lagrangian upper bound at token price ``lam`` (valid for every ``lam >= 0``): the
+    :attr:`Prices.upper` of :func:`penalties`, worked out by the same operations without the
+    penalties (what a solve whose gap is already small needs alone)."""
+    n, U = prob.n, prob.roots.shape[0]
+    unit_of = prob.unit_of
+    in_group = prob.grouped[unit_of]
+    reduced = prob.values - lam * prob.costs
+    best_all = np.where(prob.allowed, reduced, -np.inf).max(axis=1) if n else np.zeros(0)
+    best_nd = np.where(prob.allowed & NON_DROP, reduced, -np.inf).max(axis=1) if n else np.zeros(0)
+    keep_ok, drop_ok = prob.keep_ok, prob.drop_ok
+    kept = np.bincount(unit_of, weights=np.where(in_group & keep_ok[unit_of], best_nd, 0.0), minlength=U)
+    kept = np.where(keep_ok, kept, -np.inf)
+    dropped = np.where(drop_ok, 0.0, -np.inf)
+    g_best = np.maximum(kept, dropped)
+    plain_best = np.zeros(U)
+    plain = ~in_group
+    plain_best[unit_of[plain]] = best_all[plain]
+    return lam * prob.budget + float(np.where(prob.grouped, g_best, plain_best).sum())

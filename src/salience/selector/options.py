@@ -8,25 +8,36 @@ the better ones (texts from :mod:`salience.selector.render`). An
 
 Tool groups are atomic: :func:`units` lists them (a call then its results) beside
 the singletons, and :func:`min_cost` is the least a selection can cost.
+
+:class:`Rows` holds what a run needs of every entry that no later entry can change (its
+parent, tool name, options, token counts, the option arrays, what kind of entry it is),
+for one transcript; :func:`rows` builds them for a transcript that extends the last one
+seen (the same entry objects first) from that one's, doing the new entries' work alone.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from salience.messages.dispatch import MEMO_SIZE, IdCache
 from salience.selector import knapsack
+from salience.selector.masking import tool_name
 from salience.selector.params import Config
 from salience.selector.render import stub_text, trim_text
-from salience.transcript import Entry
+from salience.tooltypes import ToolType, tool_type
+from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values, value_set
 
-__all__ = ["EntryOptions", "OptionsCache", "cap", "entry_options", "min_cost", "unit_min", "units", "work_out"]
+__all__ = ["EntryOptions", "OptionsCache", "Rows", "cap", "entry_options", "min_cost", "rows", "unit_min", "units",
+           "work_out"]
 
-_DROP = knapsack.DROP
+_FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
 
 class EntryOptions:
@@ -57,20 +68,22 @@ class OptionsCache:
     forgets them when the parameters they depend on changed (the counter,
     ``max_entry_tokens``, ``trim_keep``, ``stub_values``)."""
 
-    __slots__ = ("_lock", "config", "options", "size")
+    __slots__ = ("_lock", "config", "options", "rows", "size")
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self.size = size
         self.options = IdCache(size)
+        self.rows: Rows | None = None  # the last transcript's (see :func:`rows`)
         self.config: tuple[object, ...] | None = None
         self._lock = threading.Lock()
 
     def check(self, cfg: Config) -> None:
-        """Forget the options when the parameters they depend on changed."""
+        """Forget the options (and the last :class:`Rows`) when the parameters they depend on changed."""
         key = (cfg.counter, cfg.max_entry_tokens, cfg.trim_keep, cfg.stub_values)
         with self._lock:
             if self.config is None or self.config[0] is not cfg.counter or self.config[1:] != key[1:]:
                 self.options = IdCache(self.size)
+                self.rows = None
                 self.config = key
 
 
@@ -156,6 +169,210 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
     o.done = True
 
 
+# -- per-entry rows of one transcript ------------------------------------------------------
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+class Rows:
+    """What a run needs of every entry of one transcript that no later entry changes: its
+    parent (:meth:`Transcript.parents`), tool group (``units``, ``unit_of``), tool name,
+    :class:`EntryOptions` and costs; and, worked out on demand, its option arrays
+    (:meth:`arrays`) and whether it is a system entry, a code action, an edit
+    (:meth:`system`, :meth:`code`, :meth:`edits`). Built by :func:`rows`; its arrays and
+    lists are not to be changed (the arrays are read-only): the next transcript's rows
+    share them for its first entries."""
+
+    __slots__ = ("_arrays", "_base", "_code", "_edits", "_system", "entries", "full", "full_cost", "names", "opts",
+                 "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
+
+    def __init__(self) -> None:
+        self.entries: tuple[Entry, ...] = ()
+        self.parents: list[int] = []
+        self.parent = np.zeros(0, dtype=np.int64)
+        self.units: list[list[int]] = []
+        self.unit_of = np.zeros(0, dtype=np.int64)
+        self.names: list[str | None] = []
+        self.opts: list[EntryOptions] = []
+        self.src_cost: list[int] = []
+        self.full: list[Entry] = []
+        self.full_cost: list[int] = []
+        self.pretrimmed: frozenset[int] = frozenset()
+        # (renders, costs, available, cover) once worked out; _base: the earlier rows' and how many to reuse
+        self._arrays: tuple[list[list[Entry | None]], np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._base: tuple[Rows, int] | None = None
+        self._system: np.ndarray | None = None
+        self._code: np.ndarray | None = None
+        self._edits: tuple[dict[str, Any], np.ndarray] | None = None
+
+    def _reuse(self) -> tuple[Rows | None, int]:
+        base = self._base  # read once: the next rows may clear it from another thread
+        return base if base is not None else (None, 0)
+
+    def arrays(self, cfg: Config) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray, np.ndarray]:
+        """Per entry: the FULL, TRIM, STUB renderings (None if not offered), and the (n, 4)
+        costs, availability and value cover (share of the entry's values each form keeps,
+        -1 if it has none) of its options; the trimmed and stubbed forms worked out
+        (:func:`work_out`) for the entries that the earlier rows did not hold."""
+        if self._arrays is not None:
+            return self._arrays
+        base, m = self._reuse()
+        old = base._arrays if base is not None else None
+        if old is None:
+            m = 0
+        entries, parents, opts = self.entries, self.parents, self.opts
+        n = len(opts)
+        for i in range(m, n):
+            o = opts[i]
+            p = parents[i]
+            # A tool result is kept only beside its call: the call's values need no slot in its stub.
+            call = entries[p] if p >= 0 else None
+            if not o.done or o.call is not call:
+                work_out(cfg, o, call)
+        new = opts[m:]
+        costs = np.zeros((n, 4), dtype=np.int64)
+        available = np.zeros((n, 4), dtype=bool)
+        cover = np.full((n, 4), -1.0)
+        if old is not None and m:
+            costs[:m] = old[1][:m]
+            available[:m] = old[2][:m]
+            cover[:m] = old[3][:m]
+        if n > m:
+            costs[m:, _FULL] = self.full_cost[m:]
+            costs[m:, _TRIM] = [o.trim_cost for o in new]
+            costs[m:, _STUB] = [o.stub_cost for o in new]
+            available[m:, _FULL] = True
+            available[m:, _DROP] = True
+            available[m:, _TRIM] = [o.trim is not None for o in new]
+            available[m:, _STUB] = [o.stub is not None for o in new]
+            cover[m:, _TRIM] = [o.trim_cover for o in new]
+            cover[m:, _STUB] = [o.stub_cover for o in new]
+        renders: list[list[Entry | None]] = (old[0][:m] if old is not None else []) + [[o.full, o.trim, o.stub]
+                                                                                       for o in new]
+        self._arrays = (renders, _frozen(costs), _frozen(available), _frozen(cover))
+        return self._arrays
+
+    def _flags(self, attr: str, flag: Any) -> np.ndarray:
+        base, m = self._reuse()
+        old: np.ndarray | None = getattr(base, attr) if base is not None else None
+        m = m if old is not None else 0
+        head = old[:m] if old is not None else np.zeros(0, dtype=bool)
+        tail = np.fromiter(map(flag, self.entries[m:]), dtype=bool, count=len(self.entries) - m)
+        return _frozen(np.concatenate([head, tail]))
+
+    def system(self) -> np.ndarray:
+        """System entries."""
+        if self._system is None:
+            self._system = self._flags("_system", lambda e: e.role == "system")
+        return self._system
+
+    def code(self) -> np.ndarray:
+        """Assistant entries without tool calls that act in their text (:data:`ACTION_BLOCK`)."""
+        if self._code is None:
+            self._code = self._flags("_code", lambda e: e.role == "assistant" and not e.tool_calls and bool(e.content)
+                                     and ACTION_BLOCK.search(e.content) is not None)
+        return self._code
+
+    def edits(self, types: Mapping[str, Any]) -> np.ndarray:
+        """Assistant entries with a call to a state-changing tool (:attr:`ToolType.EDIT`, with
+        the tool ``types`` given)."""
+        key = dict(types)
+        if self._edits is not None and self._edits[0] == key:
+            return self._edits[1]
+        kinds: dict[str, bool] = {}  # a history calls a few tools many times: each name typed once
+
+        def edit(name: str) -> bool:
+            if name not in kinds:
+                kinds[name] = tool_type(name, types) is ToolType.EDIT
+            return kinds[name]
+
+        base, m = self._reuse()
+        old = base._edits if base is not None else None
+        m = m if old is not None and old[0] == key else 0
+        head = old[1][:m] if old is not None and m else np.zeros(0, dtype=bool)
+        tail = np.fromiter((e.role == "assistant" and any(edit(c.name) for c in e.tool_calls)
+                            for e in self.entries[m:]), dtype=bool, count=len(self.entries) - m)
+        mask = _frozen(np.concatenate([head, tail]))
+        self._edits = (key, mask)
+        return mask
+
+
+def _same_prefix(a: tuple[Entry, ...], b: tuple[Entry, ...]) -> int:
+    """How many leading entries ``a`` and ``b`` share (the same objects)."""
+    n = min(len(a), len(b))
+    if all(map(operator.is_, a[:n], b[:n])):
+        return n
+    k = 0
+    for x, y in zip(a, b):
+        if x is not y:
+            break
+        k += 1
+    return k
+
+
+def rows(cfg: Config, cache: OptionsCache | None, source: Transcript) -> Rows:
+    """The :class:`Rows` of ``source``: from ``cache``'s last rows for the entries they share
+    with it (the same entry objects first), worked out for the others; kept in ``cache`` as
+    its last rows. ``cache.check(cfg)`` must have been called."""
+    entries = source.entries
+    prev = cache.rows if cache is not None else None
+    m = _same_prefix(prev.entries, entries) if prev is not None else 0
+    if prev is not None and m == len(entries) == len(prev.entries):
+        return prev
+    out = Rows()
+    out.entries = entries
+    parents = out.parents = source.parents()
+    n = len(entries)
+    out.parent = _frozen(np.asarray(parents, dtype=np.int64).reshape(n))
+    if prev is not None and m:
+        k = int(prev.unit_of[:m].max()) + 1  # the units of the shared entries (units are in their roots' order)
+        units = [u if u[-1] < m else [x for x in u if x < m] for u in prev.units[:k]]
+        unit_of: list[int] = prev.unit_of[:m].tolist()
+        names = prev.names[:m]
+        opts = prev.opts[:m]
+    else:
+        m = 0
+        units, unit_of, names, opts = [], [], [], []
+        prev = None
+    for i in range(m, n):
+        p = parents[i]
+        if p < 0:
+            unit_of.append(len(units))
+            units.append([i])
+        else:
+            u = unit_of[p]
+            unit_of.append(u)
+            units[u] = [*units[u], i]  # a copy: the earlier rows share the list
+        name = tool_name(entries, i, p)
+        names.append(name)
+        opts.append(entry_options(cfg, cache, entries[i], name))
+    out.units = units
+    out.unit_of = _frozen(np.asarray(unit_of, dtype=np.int64).reshape(n))
+    out.names = names
+    out.opts = opts
+    new = opts[m:]
+    if prev is not None:
+        out.src_cost = prev.src_cost[:m] + [o.src_cost for o in new]
+        out.full = prev.full[:m] + [o.full for o in new]
+        out.full_cost = prev.full_cost[:m] + [o.full_cost for o in new]
+        shared = frozenset(i for i in prev.pretrimmed if i < m)
+    else:
+        out.src_cost = [o.src_cost for o in new]
+        out.full = [o.full for o in new]
+        out.full_cost = [o.full_cost for o in new]
+        shared = frozenset()
+    out.pretrimmed = shared | {i for i in range(m, n) if opts[i].full is not opts[i].entry}
+    if prev is not None:
+        out._base = (prev, m)
+        prev._base = None  # no chain of rows: the earlier rows' own base is not needed any more
+    if cache is not None:
+        cache.rows = out
+    return out
+
+
 # -- tool-group units ------------------------------------------------------------------------
 
 
@@ -177,6 +394,12 @@ def units(parent: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
 
 def unit_min(costs: np.ndarray, allowed: np.ndarray, members: list[int]) -> float:
     """Least cost of one unit: 0 if every member may drop, else each member's cheapest kept option."""
+    if len(members) == 1:  # most units: one entry, whose row is read once
+        row = allowed[members[0]].tolist()
+        if row[_DROP]:
+            return 0.0
+        kept = [c for c, ok in zip(costs[members[0], :_DROP].tolist(), row) if ok]
+        return float(min(kept)) if kept else math.inf
     if all(allowed[m, _DROP] for m in members):
         return 0.0
     total = 0.0

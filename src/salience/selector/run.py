@@ -43,13 +43,12 @@ import numpy as np
 from salience.errors import BudgetError
 from salience.messages.dispatch import MessageCache, render
 from salience.selector import knapsack
-from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options, tool_names
-from salience.selector.options import OptionsCache, entry_options, min_cost, unit_min, units, work_out
+from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
+from salience.selector.options import OptionsCache, min_cost, rows, unit_min
 from salience.selector.params import Config
 from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
-from salience.tooltypes import ToolType, tool_type
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values
 
@@ -127,17 +126,18 @@ class Run:
         self.source = source
         self.fmt = fmt
         self.messages = messages
-        self.n = n = len(source.entries)
-        self.parent = np.asarray(source.parents(), dtype=np.int64).reshape(n)
-        self.units, self.unit_of = units(self.parent)
-        self.names = tool_names(source)
+        self.n = len(source.entries)
         if options is not None:
             options.check(cfg)
-        self.opts = [entry_options(cfg, options, e, name) for e, name in zip(source.entries, self.names)]
-        self.src_cost = [o.src_cost for o in self.opts]
-        self.full: list[Entry] = [o.full for o in self.opts]
-        self.pretrimmed: set[int] = {i for i, o in enumerate(self.opts) if o.full is not o.entry}
-        self.full_cost = [o.full_cost for o in self.opts]
+        self.rows = r = rows(cfg, options, source)  # per-entry facts, the last transcript's reused
+        self.parent = r.parent
+        self.units, self.unit_of = r.units, r.unit_of
+        self.names = r.names
+        self.opts = r.opts
+        self.src_cost = r.src_cost
+        self.full: list[Entry] = r.full
+        self.pretrimmed: frozenset[int] = r.pretrimmed
+        self.full_cost = r.full_cost
         self._renders: list[list[Entry | None]] | None = None
         self._costs: np.ndarray | None = None
         self._available: np.ndarray | None = None
@@ -155,31 +155,8 @@ class Run:
         if self._renders is not None:
             assert self._costs is not None and self._available is not None
             return self._renders, self._costs, self._available
-        n = self.n
-        entries = self.source.entries
-        for i, o in enumerate(self.opts):
-            p = int(self.parent[i])
-            # A tool result is kept only beside its call: the call's values need no slot in its stub.
-            call = entries[p] if p >= 0 else None
-            if not o.done or o.call is not call:
-                work_out(self.cfg, o, call)
-        opts = self.opts
-        costs = np.zeros((n, 4), dtype=np.int64)
-        available = np.zeros((n, 4), dtype=bool)
-        if n:
-            costs[:, _FULL] = self.full_cost
-            costs[:, _TRIM] = [o.trim_cost for o in opts]
-            costs[:, _STUB] = [o.stub_cost for o in opts]
-            available[:, _FULL] = True
-            available[:, _DROP] = True
-            available[:, _TRIM] = [o.trim is not None for o in opts]
-            available[:, _STUB] = [o.stub is not None for o in opts]
-        cover = np.full((n, 4), -1.0)
-        if n:
-            cover[:, _TRIM] = [o.trim_cover for o in opts]
-            cover[:, _STUB] = [o.stub_cover for o in opts]
+        renders, costs, available, cover = self.rows.arrays(self.cfg)
         self._cover = cover
-        renders: list[list[Entry | None]] = [[o.full, o.trim, o.stub] for o in opts]
         self._renders, self._costs, self._available = renders, costs, available
         return renders, costs, available
 
@@ -232,17 +209,7 @@ class Run:
         run's policy's ``tool_types`` honoured), worked out once per run (a session's
         compaction asks for every goal it tries)."""
         if self._edits is None:
-            types = self.policy().tool_types
-            kinds: dict[str, bool] = {}  # a history calls a few tools many times: each name typed once
-
-            def edits(name: str) -> bool:
-                if name not in kinds:
-                    kinds[name] = tool_type(name, types) is ToolType.EDIT
-                return kinds[name]
-
-            self._edits = np.array([e.role == "assistant" and any(edits(c.name) for c in e.tool_calls)
-                                    for e in self.source.entries], dtype=bool).reshape(self.n)
-            self._edits.setflags(write=False)
+            self._edits = self.rows.edits(self.policy().tool_types)
         return self._edits
 
     def code_actions(self) -> np.ndarray:
@@ -250,10 +217,7 @@ class Run:
         ``<execute>`` or ``<solution>`` (the agents that run code from the reply, MINT- and
         SWE-agent-style), worked out once per run."""
         if self._code is None:
-            self._code = np.array([e.role == "assistant" and not e.tool_calls and bool(e.content)
-                                   and ACTION_BLOCK.search(e.content) is not None
-                                   for e in self.source.entries], dtype=bool).reshape(self.n)
-            self._code.setflags(write=False)
+            self._code = self.rows.code()
         return self._code
 
     def acts(self) -> bool:
@@ -269,8 +233,7 @@ class Run:
     def system_mask(self) -> np.ndarray:
         """System entries (worked out once per run)."""
         if self._system is None:
-            self._system = np.array([e.role == "system" for e in self.source.entries], dtype=bool).reshape(self.n)
-            self._system.setflags(write=False)
+            self._system = self.rows.system()
         return self._system
 
     def policy(self) -> PhasePolicy:
@@ -583,24 +546,28 @@ class Run:
         fixed = fixed or {}
         entries: list[Entry] = []
         ledger = Ledger()
+        record = ledger.record
         tokens = 0
         counter = self.cfg.counter
-        for i, src in enumerate(self.source.entries):
-            c = int(choices[i])
+        full, full_cost = self.full, self.full_cost
+        renders: list[list[Entry | None]] | None = None
+        for i, (src, c) in enumerate(zip(self.source.entries, np.asarray(choices).tolist())):
             if c == _DROP:
-                ledger.record(src, c, None)
+                record(src, c, None)
                 continue
-            if i in fixed and fixed[i][1] is not None:
-                entry = fixed[i][1]
+            hit = fixed.get(i)
+            if hit is not None and hit[1] is not None:
+                entry = hit[1]
             elif c == _FULL:
-                entry = self.full[i]
+                entry = full[i]
             else:
-                renders, _, _ = self.options()
+                if renders is None:
+                    renders = self.options()[0]
                 entry = renders[i][c]
             assert entry is not None, (i, c)
             entries.append(entry)
-            tokens += self.full_cost[i] if entry is self.full[i] else counter.count_entry(entry)
-            ledger.record(src, c, entry)
+            tokens += full_cost[i] if entry is full[i] else counter.count_entry(entry)
+            record(src, c, entry)
         transcript = Transcript(id=self.source.id, entries=tuple(entries), domain=self.source.domain,
                                 meta=self.source.meta)
         messages, system = render(transcript, self.fmt, self.messages)
