@@ -295,10 +295,7 @@ def penalties(prob: Instance, lam: float) -> Prices:
         gap_all = np.nan_to_num(best_all - second_all, nan=np.inf)
         gap_nd = np.nan_to_num(best_nd - second_nd, nan=np.inf)
     keep_ok, drop_ok = prob.keep_ok, prob.drop_ok
-    kept = np.bincount(unit_of, weights=np.where(in_group & keep_ok[unit_of], best_nd, 0.0), minlength=U)
-    kept = np.where(keep_ok, kept, -np.inf)
-    dropped = np.where(drop_ok, 0.0, -np.inf)
-    g_best = np.maximum(kept, dropped)
+    kept, dropped, g_best, total = _unit_bests(prob, best_all, best_nd, in_group)
     keep_wins = kept > dropped
     member_gap = np.full(U, np.inf)
     np.minimum.at(member_gap, unit_of[in_group], gap_nd[in_group])
@@ -307,13 +304,10 @@ def penalties(prob: Instance, lam: float) -> Prices:
     g_pen = np.where(keep_ok & drop_ok & (kept == dropped), 0.0, g_pen)
 
     plain_pen = np.zeros(U)
-    plain_best = np.zeros(U)
     plain = ~in_group
     plain_pen[unit_of[plain]] = gap_all[plain]
-    plain_best[unit_of[plain]] = best_all[plain]
-    grouped = prob.grouped
-    pen = np.where(grouped, g_pen, plain_pen)
-    upper = lam * prob.budget + float(np.where(grouped, g_best, plain_best).sum())
+    pen = np.where(prob.grouped, g_pen, plain_pen)
+    upper = lam * prob.budget + total
     best = np.where(in_group, np.where(keep_wins[unit_of], arg_nd, DROP), arg_all).astype(np.int8)
 
     with np.errstate(invalid="ignore"):  # inf - inf where keeping is impossible: stays inf below
@@ -326,16 +320,13 @@ def penalties(prob: Instance, lam: float) -> Prices:
     return Prices(upper=upper, unit_pen=pen, best=best, option_pen=np.maximum(option_pen, 0.0))
 
 
-def bound(prob: Instance, lam: float) -> float:
-    """The Lagrangian upper bound at token price ``lam`` (valid for every ``lam >= 0``): the
-    :attr:`Prices.upper` of :func:`penalties`, worked out by the same operations without the
-    penalties (what a solve whose gap is already small needs alone)."""
-    n, U = prob.n, prob.roots.shape[0]
-    unit_of = prob.unit_of
-    in_group = prob.grouped[unit_of]
-    reduced = prob.values - lam * prob.costs
-    best_all = np.where(prob.allowed, reduced, -np.inf).max(axis=1) if n else np.zeros(0)
-    best_nd = np.where(prob.allowed & NON_DROP, reduced, -np.inf).max(axis=1) if n else np.zeros(0)
+def _unit_bests(prob: Instance, best_all: np.ndarray, best_nd: np.ndarray,
+                in_group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Per unit, given each entry's best reduced value (``best_all``; ``best_nd`` without
+    dropping): a tool group's best kept (-inf where it may not be kept) and dropped (0, or
+    -inf) values and the better of the two; and the sum over units of each one's best (a
+    plain entry's ``best_all``), which is the Lagrangian bound less ``lam * budget``."""
+    U, unit_of = prob.roots.shape[0], prob.unit_of
     keep_ok, drop_ok = prob.keep_ok, prob.drop_ok
     kept = np.bincount(unit_of, weights=np.where(in_group & keep_ok[unit_of], best_nd, 0.0), minlength=U)
     kept = np.where(keep_ok, kept, -np.inf)
@@ -344,4 +335,16 @@ def bound(prob: Instance, lam: float) -> float:
     plain_best = np.zeros(U)
     plain = ~in_group
     plain_best[unit_of[plain]] = best_all[plain]
-    return lam * prob.budget + float(np.where(prob.grouped, g_best, plain_best).sum())
+    return kept, dropped, g_best, float(np.where(prob.grouped, g_best, plain_best).sum())
+
+
+def bound(prob: Instance, lam: float) -> float:
+    """The Lagrangian upper bound at token price ``lam`` (valid for every ``lam >= 0``): the
+    :attr:`Prices.upper` of :func:`penalties`, without the penalties (what a solve whose gap
+    is already small needs alone)."""
+    in_group = prob.grouped[prob.unit_of]
+    reduced = prob.values - lam * prob.costs
+    n = prob.n
+    best_all = np.where(prob.allowed, reduced, -np.inf).max(axis=1) if n else np.zeros(0)
+    best_nd = np.where(prob.allowed & NON_DROP, reduced, -np.inf).max(axis=1) if n else np.zeros(0)
+    return lam * prob.budget + _unit_bests(prob, best_all, best_nd, in_group)[3]

@@ -147,6 +147,7 @@ class Run:
         self._edits: np.ndarray | None = None
         self.solver_gap: float | None = None  # of the last solve (None: no solver ran)
         self._code: np.ndarray | None = None
+        self._tail: np.ndarray | None = None
         self._last_user = -2  # -1: no user turn; -2: not worked out yet
 
     # -- renderings -----------------------------------------------------------
@@ -180,7 +181,9 @@ class Run:
 
     def tail_pins(self) -> np.ndarray:
         """The last ``pin_last`` entries that are neither system entries nor the assistant's
-        plain text (neither a call nor a code action)."""
+        plain text (neither a call nor a code action), worked out once per run."""
+        if self._tail is not None:
+            return self._tail
         pins = np.zeros(self.n, dtype=bool)
         left, entries, code = self.cfg.pin_last, self.source.entries, self.code_actions()
         # The newest entries are what the agent answers: a user turn, a result, its own
@@ -196,6 +199,8 @@ class Run:
             if e.role != "system" and (e.role != "assistant" or e.tool_calls or code[i]):
                 pins[i] = True
                 left -= 1
+        pins.setflags(write=False)
+        self._tail = pins
         return pins
 
     def last_user(self) -> int | None:
@@ -346,7 +351,10 @@ class Run:
                        soft=soft)
 
     def min_cost(self, allowed: np.ndarray, costs: np.ndarray) -> float:
-        return min_cost(costs, allowed, self.units)
+        """Least a selection can cost: summed over the units that cannot all go (the others
+        cost nothing at their cheapest)."""
+        kept = np.unique(self.unit_of[~allowed[:, _DROP]])
+        return min_cost(costs, allowed, [self.units[int(u)] for u in kept])
 
     def solve(self, prob: Problem, budget: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, str, bool]:
         """(choices, method, over_budget); raises :class:`BudgetError` per ``on_over_budget``.
@@ -398,9 +406,7 @@ class Run:
             return None
         # What the pins leave, up to DIGEST_ROOM, may go to the digest: a larger list where it
         # costs no pin its form, and never more than ``share`` where the pins fill the budget.
-        whole = prob.whole_pins()
-        kept = np.unique(self.unit_of[~whole[:, _DROP]])  # the units that cannot all go
-        room = budget - sum(unit_min(prob.costs, whole, self.units[int(u)]) for u in kept)
+        room = budget - self.min_cost(prob.whole_pins(), prob.costs)
         share = max(share, min(DIGEST_ROOM, room / budget))
         reserve = min(int(budget * share), DIGEST_MAX)
         if reserve < DIGEST_MIN:
