@@ -53,3 +53,31 @@ def test_evidence_labels_mark_cited_turns_and_drop_questions() -> None:
 ], ids=["all-fits", "evidence-first", "evidence-last"])
 def test_compacted_recall_counts_evidence_kept_whole(scorer: Fixed, fraction: float, expected: float) -> None:
     assert splits.compacted_recall(scorer, [conversation()], fraction) == pytest.approx(expected)
+
+
+def test_compacted_recall_pools_the_questions_of_each_conversation() -> None:
+    """Two conversations, one all kept and one with none of its evidence kept: the pooled
+    recall weighs each by its number of questions (2 and 1), not each conversation alike."""
+    whole = conversation()
+    one = whole.replace(id="d", queries=whole.queries[1:])  # one question, about D1:2
+    scorer = Fixed(0.0, 1.0)
+    assert splits.compacted_hits(scorer, whole, 1.0) == (pytest.approx(2.0), 2)
+    assert splits.compacted_hits(scorer, one, 0.45) == (pytest.approx(0.0), 1)
+
+    class Both:
+        def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+            return Fixed(0.9, 0.1).score(transcript) if transcript.id == "c" else Fixed(0.0, 1.0).score(transcript)
+
+    # "c" keeps its evidence at 45% (2 questions, recall 1), "d" does not (1 question, recall 0)
+    assert splits.compacted_recall(Both(), [whole, one], 0.45) == pytest.approx(2 / 3)
+
+
+def test_by_conversation_averages_each_conversation_over_its_splits_worst_first() -> None:
+    lines = splits.by_conversation({
+        "a": [(0.60, 0.55, 0.25), (0.50, 0.45, 0.25)],  # 0.55 / 0.25 = 2.20x
+        "b": [(0.45, 0.50, 0.30), (0.39, 0.48, 0.30)],  # 0.42 / 0.30 = 1.40x
+    })
+    assert lines == [
+        "b: Compactor 0.420 (0.390 to 0.450 over 2 splits), 1.40x recency 0.300; the figure 0.490",
+        "a: Compactor 0.550 (0.500 to 0.600 over 2 splits), 2.20x recency 0.250; the figure 0.500",
+    ]
