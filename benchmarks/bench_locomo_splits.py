@@ -26,7 +26,9 @@ same questions. Without it only the prior is fitted, and a split takes seconds.
 Run as ``python benchmarks/bench_locomo_splits.py [--data ../shared/data] [--query-aware]``.
 Prints one line per split, then the mean and the worst split of each figure, then each
 conversation's own recall averaged over the five splits that hold it out (which
-conversation a weak split owes its figure to); asserts nothing.
+conversation a weak split owes its figure to), beside what the Compactor keeps of it fed
+the answers (whether a question cites each turn, which the prior is trained on, and each
+turn's share of the questions, which the recall counts); asserts nothing.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from salience import Compactor, ImportanceScorer, Transcript, load_transcripts  # noqa: E402
 from salience.bench import evidence_recall  # noqa: E402
-from salience.scorer.baselines import FusionScorer, RecencyScorer  # noqa: E402
+from salience.scorer.baselines import FusionScorer, OracleScorer, RecencyScorer  # noqa: E402
 from salience.tokens import as_counter  # noqa: E402
 
 FRACTIONS = (0.05, 0.10, 0.25)
@@ -91,17 +93,52 @@ def compacted_recall(scorer: ImportanceScorer, transcripts: list[Transcript], fr
     return sum(h for h, _ in parts) / n if n else float("nan")
 
 
-def by_conversation(results: dict[str, list[tuple[float, float, float]]]) -> list[str]:
+def question_shares(t: Transcript) -> dict[str, float]:
+    """Each cited turn's share of the questions: the sum, over the questions that cite it,
+    of one over their number of evidence turns (what keeping it adds to the summed recall)."""
+    ids = {e.id for e in t.entries}
+    shares: dict[str, float] = {}
+    for q in t.queries:
+        evidence = [x for x in dict.fromkeys(q.evidence) if x in ids]
+        for x in evidence:
+            shares[x] = shares.get(x, 0.0) + 1.0 / len(evidence)
+    return shares
+
+
+def ceilings(t: Transcript, fraction: float) -> tuple[float, float]:
+    """What the Compactor keeps of ``t`` at ``fraction`` when fed the answers instead of a
+    model's scores (:class:`~salience.scorer.baselines.OracleScorer` on labels): first
+    whether a question cites each turn (what the prior is trained to predict), then each
+    turn's :func:`question_shares` scaled to [0, 1] (what the recall counts)."""
+    shares = question_shares(t)
+    top = max(shares.values(), default=1.0)
+    out = []
+    for value in (lambda x: float(x in shares), lambda x: shares.get(x, 0.0) / top):
+        labelled = t.replace(entries=tuple(e.replace(label=value(e.id)) for e in t.entries))
+        hits, n = compacted_hits(OracleScorer(), labelled, fraction)
+        out.append(hits / n if n else float("nan"))
+    return out[0], out[1]
+
+
+def by_conversation(
+    results: dict[str, list[tuple[float, float, float]]], *, bounds: dict[str, tuple[float, float]] | None = None
+) -> list[str]:
     """One line per held-out conversation from ``{id: [(Compactor, figure, recency), ...]}``
     (one tuple per split that holds it out): the means over those splits, the range of
     the Compactor's recall, and its ratio to the recency window (the same in every split),
-    worst first."""
+    worst first; with ``bounds`` (``{id: ceilings(...)}``) the Compactor fed the answers too."""
     lines = []
     for cid, rows in sorted(results.items(), key=lambda kv: np.mean([r[0] / r[2] for r in kv[1]])):
         a = np.array(rows)
-        lines.append(f"{cid}: Compactor {a[:, 0].mean():.3f} ({a[:, 0].min():.3f} to {a[:, 0].max():.3f} over "
-                     f"{len(a)} splits), {a[:, 0].mean() / a[:, 2].mean():.2f}x recency {a[:, 2].mean():.3f}; "
-                     f"the figure {a[:, 1].mean():.3f}")
+        window = a[:, 2].mean()
+        line = (f"{cid}: Compactor {a[:, 0].mean():.3f} ({a[:, 0].min():.3f} to {a[:, 0].max():.3f} over "
+                f"{len(a)} splits), {a[:, 0].mean() / window:.2f}x recency {window:.3f}; "
+                f"the figure {a[:, 1].mean():.3f}")
+        if bounds and cid in bounds:
+            cited, share = bounds[cid]
+            line += (f"; fed the labels {cited:.3f} ({cited / window:.2f}x), "
+                     f"fed the question shares {share:.3f} ({share / window:.2f}x)")
+        lines.append(line)
     return lines
 
 
@@ -166,8 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + summary("the figure (greedy by score)", a[:, 2], a[:, 3]))
     print("  " + summary("the Compactor, default parameters", a[:, 4], a[:, 3]))
     print(f"  the figure at 5% / 10% / 25%: {' / '.join(f'{x:.3f}' for x in a[:, :3].mean(axis=0))}")
-    print("by held-out conversation, at 25%, over the splits that hold it out (worst first):")
-    for line in by_conversation(per_conversation):
+    print("by held-out conversation, at 25%, over the splits that hold it out (worst first), and what the "
+          "Compactor keeps fed the answers:")
+    bounds = {t.id: ceilings(t, FRACTIONS[-1]) for t in conversations}
+    for line in by_conversation(per_conversation, bounds=bounds):
         print("  " + line)
     if args.query_aware:
         gain = a[:, 5] - a[:, 6]
