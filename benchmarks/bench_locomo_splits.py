@@ -24,8 +24,11 @@ MiniLM (reciprocal-rank fusion, :class:`~salience.scorer.baselines.FusionScorer`
 same questions. Without it only the prior is fitted, and a split takes seconds.
 
 Run as ``python benchmarks/bench_locomo_splits.py [--data ../shared/data] [--query-aware]``.
-Prints one line per split, then the mean and the worst split of each figure; asserts
-nothing.
+Prints one line per split, then the mean and the worst split of each figure, then each
+conversation's own recall averaged over the five splits that hold it out (which
+conversation a weak split owes its figure to), beside what the Compactor keeps of it fed
+the answers (whether a question cites each turn, which the prior is trained on, and each
+turn's share of the questions, which the recall counts); asserts nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from salience import Compactor, ImportanceScorer, Transcript, load_transcripts  # noqa: E402
 from salience.bench import evidence_recall  # noqa: E402
-from salience.scorer.baselines import FusionScorer, RecencyScorer  # noqa: E402
+from salience.scorer.baselines import FusionScorer, OracleScorer, RecencyScorer  # noqa: E402
 from salience.tokens import as_counter  # noqa: E402
 
 FRACTIONS = (0.05, 0.10, 0.25)
@@ -60,26 +63,83 @@ def evidence_labels(t: Transcript) -> Transcript:
     return t.replace(entries=entries, queries=())
 
 
-def compacted_recall(scorer: ImportanceScorer, transcripts: list[Transcript], fraction: float) -> float:
-    """Query-agnostic evidence recall through ``Compactor(scorer=scorer)`` with its defaults.
+def compacted_hits(scorer: ImportanceScorer, t: Transcript, fraction: float) -> tuple[float, int]:
+    """Query-agnostic evidence recall of one transcript through ``Compactor(scorer=scorer)``
+    with its defaults, as ``(sum of its questions' recalls, number of questions)``.
 
-    Each transcript is compacted whole to ``fraction`` of its entries' tokens (the counter
+    The transcript is compacted whole to ``fraction`` of its entries' tokens (the counter
     :func:`~salience.bench.evidence_recall` uses); a question's recall is the share of its
-    evidence turns kept whole. Averaged over questions, as the figure is.
+    evidence turns kept whole. Questions with no evidence among the entries are left out.
     """
     counter = as_counter(None)
-    compactor = Compactor(scorer=scorer)
+    budget = int(fraction * sum(counter.count_entries(t.entries)))
+    kept = set(Compactor(scorer=scorer).compact(t, budget=budget).kept)
+    ids = {e.id for e in t.entries}
     hits, n = 0.0, 0
-    for t in transcripts:
-        budget = int(fraction * sum(counter.count_entries(t.entries)))
-        kept = set(compactor.compact(t, budget=budget).kept)
-        ids = {e.id for e in t.entries}
-        for q in t.queries:
-            evidence = [x for x in dict.fromkeys(q.evidence) if x in ids]
-            if evidence:
-                hits += sum(x in kept for x in evidence) / len(evidence)
-                n += 1
-    return hits / n if n else float("nan")
+    for q in t.queries:
+        evidence = [x for x in dict.fromkeys(q.evidence) if x in ids]
+        if evidence:
+            hits += sum(x in kept for x in evidence) / len(evidence)
+            n += 1
+    return hits, n
+
+
+def compacted_recall(scorer: ImportanceScorer, transcripts: list[Transcript], fraction: float) -> float:
+    """Query-agnostic evidence recall through ``Compactor(scorer=scorer)`` with its defaults
+    (:func:`compacted_hits`), averaged over the questions of all ``transcripts``, as the
+    figure is."""
+    parts = [compacted_hits(scorer, t, fraction) for t in transcripts]
+    n = sum(k for _, k in parts)
+    return sum(h for h, _ in parts) / n if n else float("nan")
+
+
+def question_shares(t: Transcript) -> dict[str, float]:
+    """Each cited turn's share of the questions: the sum, over the questions that cite it,
+    of one over their number of evidence turns (what keeping it adds to the summed recall)."""
+    ids = {e.id for e in t.entries}
+    shares: dict[str, float] = {}
+    for q in t.queries:
+        evidence = [x for x in dict.fromkeys(q.evidence) if x in ids]
+        for x in evidence:
+            shares[x] = shares.get(x, 0.0) + 1.0 / len(evidence)
+    return shares
+
+
+def ceilings(t: Transcript, fraction: float) -> tuple[float, float]:
+    """What the Compactor keeps of ``t`` at ``fraction`` when fed the answers instead of a
+    model's scores (:class:`~salience.scorer.baselines.OracleScorer` on labels): first
+    whether a question cites each turn (what the prior is trained to predict), then each
+    turn's :func:`question_shares` scaled to [0, 1] (what the recall counts)."""
+    shares = question_shares(t)
+    top = max(shares.values(), default=1.0)
+    out = []
+    for value in (lambda x: float(x in shares), lambda x: shares.get(x, 0.0) / top):
+        labelled = t.replace(entries=tuple(e.replace(label=value(e.id)) for e in t.entries))
+        hits, n = compacted_hits(OracleScorer(), labelled, fraction)
+        out.append(hits / n if n else float("nan"))
+    return out[0], out[1]
+
+
+def by_conversation(
+    results: dict[str, list[tuple[float, float, float]]], *, bounds: dict[str, tuple[float, float]] | None = None
+) -> list[str]:
+    """One line per held-out conversation from ``{id: [(Compactor, figure, recency), ...]}``
+    (one tuple per split that holds it out): the means over those splits, the range of
+    the Compactor's recall, and its ratio to the recency window (the same in every split),
+    worst first; with ``bounds`` (``{id: ceilings(...)}``) the Compactor fed the answers too."""
+    lines = []
+    for cid, rows in sorted(results.items(), key=lambda kv: np.mean([r[0] / r[2] for r in kv[1]])):
+        a = np.array(rows)
+        window = a[:, 2].mean()
+        line = (f"{cid}: Compactor {a[:, 0].mean():.3f} ({a[:, 0].min():.3f} to {a[:, 0].max():.3f} over "
+                f"{len(a)} splits), {a[:, 0].mean() / window:.2f}x recency {window:.3f}; "
+                f"the figure {a[:, 1].mean():.3f}")
+        if bounds and cid in bounds:
+            cited, share = bounds[cid]
+            line += (f"; fed the labels {cited:.3f} ({cited / window:.2f}x), "
+                     f"fed the question shares {share:.3f} ({share / window:.2f}x)")
+        lines.append(line)
+    return lines
 
 
 def summary(name: str, values: np.ndarray, baseline: np.ndarray) -> str:
@@ -102,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         head += f" {'query 10%':>10} {'fusion 10%':>11} {'gain':>7}"
     print(head)
     fusion: dict[str, tuple[float, int]] = {}
+    per_conversation: dict[str, list[tuple[float, float, float]]] = {}
     with threadpool_limits(1):
         for pair in itertools.combinations(range(len(conversations)), 2):
             started = time.perf_counter()
@@ -109,9 +170,17 @@ def main(argv: list[str] | None = None) -> int:
             rest = [t for i, t in enumerate(conversations) if i not in pair]
             train = rest if args.query_aware else [evidence_labels(t) for t in rest]
             scorer = ImportanceScorer(random_state=0).fit(train)
-            ours = evidence_recall(scorer, test, FRACTIONS, query_aware=False).recall
-            recency = evidence_recall(RecencyScorer(), test, FRACTIONS, query_aware=False).recall
-            compacted = compacted_recall(scorer, test, FRACTIONS[-1])
+            # one conversation at a time, pooled over questions as one call on both would be
+            parts = []
+            for t in test:
+                mine = evidence_recall(scorer, [t], FRACTIONS, query_aware=False)
+                window = evidence_recall(RecencyScorer(), [t], FRACTIONS, query_aware=False)
+                hits, n = compacted_hits(scorer, t, FRACTIONS[-1])
+                parts.append((np.array(mine.recall) * mine.n, np.array(window.recall) * mine.n, mine.n, hits, n))
+                per_conversation.setdefault(t.id, []).append((hits / n, mine.recall[-1], window.recall[-1]))
+            ours = tuple(float(x) for x in sum(p[0] for p in parts) / sum(p[2] for p in parts))
+            recency = tuple(float(x) for x in sum(p[1] for p in parts) / sum(p[2] for p in parts))
+            compacted = sum(p[3] for p in parts) / sum(p[4] for p in parts)
             auc = scorer.cv_metrics_.get("cv_prior_roc_auc", float("nan"))
             row = [*ours, recency[-1], compacted]
             line = (f"{' + '.join(t.id for t in test):<22} {' / '.join(f'{r:.3f}' for r in ours):>22} "
@@ -134,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + summary("the figure (greedy by score)", a[:, 2], a[:, 3]))
     print("  " + summary("the Compactor, default parameters", a[:, 4], a[:, 3]))
     print(f"  the figure at 5% / 10% / 25%: {' / '.join(f'{x:.3f}' for x in a[:, :3].mean(axis=0))}")
+    print("by held-out conversation, at 25%, over the splits that hold it out (worst first), and what the "
+          "Compactor keeps fed the answers:")
+    bounds = {t.id: ceilings(t, FRACTIONS[-1]) for t in conversations}
+    for line in by_conversation(per_conversation, bounds=bounds):
+        print("  " + line)
     if args.query_aware:
         gain = a[:, 5] - a[:, 6]
         print(f"query-aware at 10%: salience {a[:, 5].mean():.3f}, fusion {a[:, 6].mean():.3f} on average; "

@@ -53,3 +53,54 @@ def test_evidence_labels_mark_cited_turns_and_drop_questions() -> None:
 ], ids=["all-fits", "evidence-first", "evidence-last"])
 def test_compacted_recall_counts_evidence_kept_whole(scorer: Fixed, fraction: float, expected: float) -> None:
     assert splits.compacted_recall(scorer, [conversation()], fraction) == pytest.approx(expected)
+
+
+def test_compacted_recall_pools_the_questions_of_each_conversation() -> None:
+    """Two conversations, one all kept and one with none of its evidence kept: the pooled
+    recall weighs each by its number of questions (2 and 1), not each conversation alike."""
+    whole = conversation()
+    one = whole.replace(id="d", queries=whole.queries[1:])  # one question, about D1:2
+    scorer = Fixed(0.0, 1.0)
+    assert splits.compacted_hits(scorer, whole, 1.0) == (pytest.approx(2.0), 2)
+    assert splits.compacted_hits(scorer, one, 0.45) == (pytest.approx(0.0), 1)
+
+    class Both:
+        def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+            return Fixed(0.9, 0.1).score(transcript) if transcript.id == "c" else Fixed(0.0, 1.0).score(transcript)
+
+    # "c" keeps its evidence at 45% (2 questions, recall 1), "d" does not (1 question, recall 0)
+    assert splits.compacted_recall(Both(), [whole, one], 0.45) == pytest.approx(2 / 3)
+
+
+def test_by_conversation_averages_each_conversation_over_its_splits_worst_first() -> None:
+    lines = splits.by_conversation({
+        "a": [(0.60, 0.55, 0.25), (0.50, 0.45, 0.25)],  # 0.55 / 0.25 = 2.20x
+        "b": [(0.45, 0.50, 0.30), (0.39, 0.48, 0.30)],  # 0.42 / 0.30 = 1.40x
+    })
+    assert lines == [
+        "b: Compactor 0.420 (0.390 to 0.450 over 2 splits), 1.40x recency 0.300; the figure 0.490",
+        "a: Compactor 0.550 (0.500 to 0.600 over 2 splits), 2.20x recency 0.250; the figure 0.500",
+    ]
+
+
+def test_question_shares_split_each_question_among_its_evidence() -> None:
+    # "What did Ann say first?" cites D1:1 and D1:3 (half each); "And Bob?" cites D1:2 alone
+    assert splits.question_shares(conversation()) == {"D1:1": 0.5, "D1:3": 0.5, "D1:2": 1.0}
+
+
+def test_ceilings_feed_the_compactor_the_answers() -> None:
+    # at 45% the three short evidence turns fit whatever the values: both ceilings keep them all
+    assert splits.ceilings(conversation(), 0.45) == (pytest.approx(1.0), pytest.approx(1.0))
+    # D1:2 (27 tokens) now answers two questions alone and costs about what D1:1 and D1:3
+    # (14 + 16) cost together; the budget holds one side. The labels count turns and keep the
+    # pair (one question of three answered); the shares count questions and keep D1:2 (two).
+    t = conversation()
+    entries = tuple(e.replace(content=e.content + " pad" * 12) if e.id == "D1:2" else e for e in t.entries)
+    t = t.replace(entries=entries, queries=(*t.queries, Query(text="Where did Bob go?", evidence=("D1:2",))))
+    assert splits.ceilings(t, 0.25) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+
+
+def test_by_conversation_adds_the_ceilings_when_given() -> None:
+    lines = splits.by_conversation({"a": [(0.5, 0.5, 0.25)]}, bounds={"a": (0.75, 1.0)})
+    assert lines == ["a: Compactor 0.500 (0.500 to 0.500 over 1 splits), 2.00x recency 0.250; the figure 0.500; "
+                     "fed the labels 0.750 (3.00x), fed the question shares 1.000 (4.00x)"]
