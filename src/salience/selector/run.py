@@ -7,7 +7,7 @@ A :class:`Run` holds what :meth:`Compactor.compact
    ``max_entry_tokens``), trimmed, stubbed, dropped, and their token costs;
 2. the scores (:mod:`salience.selector.scoring`) and the pins. System entries
    (``pin_system``) are hard pins: whole or a :class:`~salience.errors.BudgetError`.
-   The last user turn (``pin_last_user``) and the last ``pin_last`` entries (the
+   The last user turn (with ``pin_last_user``, off by default) and the last ``pin_last`` entries (the
    assistant's plain text, neither a tool call nor a code action, not counted) are soft
    pins: each step down (whole, trimmed, stubbed, dropped) of one is worth more than
    every other entry and every older pin together (:func:`_pin_worth`), so they stay whole
@@ -177,6 +177,7 @@ class Run:
             pins |= self.system_mask()
         if cfg.pin_last_user and self.last_user() is not None:
             pins[self.last_user()] = True
+
         return pins | self.tail_pins()
 
     def tail_pins(self) -> np.ndarray:
