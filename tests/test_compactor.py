@@ -919,7 +919,9 @@ def test_code_actions_in_the_reply_stay_whole_before_observations() -> None:
         code = "\n".join(f"total_{j} = sum(i ** {j} for i in range({k}))" for j in range(3))
         messages.append({"role": "assistant", "content": f"<execute>\n{code}\n</execute>"})
         messages.append({"role": "tool", "name": "python", "content": f"Observation: {k} out"})
-    flat = make(scorer=DictScorer(default=0.1))
+    # The task pinned: what is left beside it and the actions holds no observation (unpinned,
+    # the task gives way to the newest cheap observation once the actions are whole).
+    flat = make(scorer=DictScorer(default=0.1), pin_last_user=True)
     budget = total_tokens(messages) // 2
     result = flat.compact(messages, budget=budget)
     assert result.tokens <= budget
@@ -939,14 +941,15 @@ def test_a_last_user_turn_larger_than_the_budget_is_not_pinned() -> None:
         {"role": "assistant", "content": "<execute>\nprint(sorted([3, 1, 2]))\n</execute>\n" + "why " * 40},
         {"role": "tool", "name": "python", "content": "Observation:\n[1, 2, 3]"},
     ]
-    flat = make(scorer=DictScorer({"m0": 0.4}, default=0.5))
+    # pin_last_user=True (off by default): the last user turn is pinned when newer entries came after it
+    flat = make(scorer=DictScorer({"m0": 0.4}, default=0.5), pin_last_user=True)
     budget = total_tokens(messages[1:]) + 2  # the action and the observation fit, not a stub beside them
     result = flat.compact(messages, budget=budget)
     assert result.tokens <= budget
     assert result.choices["m1"] is Option.FULL and result.choices["m2"] is Option.FULL
     # a last user turn that fits is pinned as before, whatever its score
     fits = total_tokens(messages[:1]) + total_tokens(messages[2:]) + 2
-    pinned = make(scorer=DictScorer({"m0": 0.0}, default=0.5)).compact(messages, budget=fits)
+    pinned = make(scorer=DictScorer({"m0": 0.0}, default=0.5), pin_last_user=True).compact(messages, budget=fits)
     assert pinned.choices["m0"] is Option.FULL and pinned.choices["m1"] is Option.DROP
 
 
@@ -1089,3 +1092,31 @@ def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:
     assert result.tokens <= budget
     unpinned = make(scorer=scorer, pin_last=0, pin_last_user=False).compact(messages, budget=budget)
     assert "m3" not in unpinned.kept  # what the pin changes: its score alone would drop it
+
+
+def test_the_last_user_turn_is_pinned_by_default_only_as_the_newest_entry() -> None:
+    """``pin_last_user`` is off by default: an older user turn is weighed by its score (a
+    better-scored entry may take its place), while a user turn that is the newest entry the
+    agent answers stays pinned by ``pin_last``, whatever its score."""
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "PAR01"}'}}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Check the weather in Paris for me please, I am flying there tomorrow."},
+        {"role": "assistant", "content": "Noted: the forecast key is KEY-ABC-123 and the city code is PAR01 today."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny, 21 degrees."},
+    ]
+    scorer = DictScorer({"m0": 0.0, "m1": 0.9}, default=0.5)
+    group = total_tokens(messages[2:])
+    budget = group + max(total_tokens(messages[:1]), total_tokens(messages[1:2])) + 1
+    assert budget < total_tokens(messages)
+    result = make(scorer=scorer).compact(messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.choices["m1"] is Option.FULL and result.choices["m0"] is not Option.FULL
+    assert result.choices["m2"] is Option.FULL and result.choices["m3"] is Option.FULL  # the newest group: pin_last
+    pinned = make(scorer=scorer, pin_last_user=True).compact(messages, budget=budget)
+    assert pinned.choices["m0"] is Option.FULL and pinned.choices["m1"] is not Option.FULL
+    # the newest entry a user turn: pinned by pin_last, though a better-scored entry would fit in its place
+    chat = messages[1:2] + messages[:1]
+    alone = max(total_tokens(chat[:1]), total_tokens(chat[1:])) + 1
+    newest = make(scorer=DictScorer({"m0": 0.9, "m1": 0.0})).compact(chat, budget=alone)
+    assert newest.choices["m1"] is Option.FULL and newest.choices["m0"] is Option.DROP

@@ -162,3 +162,46 @@ def test_the_solver_gap_is_the_answer_s_own() -> None:
         else:
             seen.add("digest")
     assert seen == {"plain", "digest"}
+
+
+TOKEN = "e149636f-d9ca-0792"
+
+
+def session_history() -> list[dict[str, Any]]:
+    """An agent that logs in, then passes the session token to every call; the searches'
+    results are long and hold many values of their own."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an assistant with account tools."},
+        {"role": "user", "content": "Log me in as kim_lee_42 with password Hx9kLm2pQ please."},
+        _call(0, "UserLogin", '{"username": "kim_lee_42", "password": "Hx9kLm2pQ"}'),
+        {"role": "tool", "tool_call_id": "c0", "content": f'{{"session_token": "{TOKEN}"}}'},
+    ]
+    for i in range(1, 4):
+        messages.append(_call(i, "SearchEvents", f'{{"session_token": "{TOKEN}", "query": "meeting week {i}"}}'))
+        messages.append({"role": "tool", "tool_call_id": f"c{i}",
+                         "content": " ".join(f"event EV{i}{k:02d}X at room R{i}{k:02d}" for k in range(12))})
+    messages.append({"role": "user", "content": "Now delete the second event of the first week."})
+    return messages
+
+
+class Results:
+    """The searches' results score high, everything else low."""
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.array([0.9 if e.role == "tool" and "event" in (e.content or "") else 0.05
+                         for e in transcript.entries])
+
+
+def test_digest_lists_the_values_calls_keep_passing_first() -> None:
+    """A value that two or more of the agent's calls passed (a session token) is what the
+    next call most likely passes again: the digest lists it first, under its newest archived
+    holder (with that entry's other values), before better-scored entries' values."""
+    messages = session_history()
+    result = Compactor(scorer=Results(), counter=WORDS).compact(messages, budget=60)
+    assert result.tokens <= 60 and not tool_pairing_errors(result.messages)
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    listed = found[1].split(DIGEST, 1)[1].rstrip("]").split("; ")
+    assert listed[0] == f"m8 (SearchEvents): {TOKEN}, meeting week 3"  # the newest holder, its values merged
+    assert sum(part.startswith("m8 ") for part in listed) == 1
+    assert result.restore(list(result.archive)) == messages

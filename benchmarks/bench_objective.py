@@ -1,0 +1,136 @@
+"""What the selection objective can reach with perfect scores, and what each part of it costs.
+
+Issue #14 wants the sliding window + 0.10 of the independent references in every held-out
+domain. :mod:`bench_oracle` showed that at 10% on ToolTalk and API-Bank the default Compactor
+misses that even when fed perfect per-entry scores. This splits the rest up, at every tool-call
+step of a shared tool-use set (no ``max_steps`` cap), budget :func:`history_budget` (system
+tokens + f x the others):
+
+* ``window``: the benchmark's sliding window (text tokens);
+* ``default``: ``Compactor(scorer=ReferenceScorer)`` (an entry holding k of the step's
+  references scores min(1, k/2), the others 0), every other parameter at its default;
+* ``no pins``: the same with ``pin_last=0, pin_last_user=False`` (only the system prompt pinned);
+* ``no digest``: the same with ``digest=0``;
+* ``text tokens``: the same counting the budget in the benchmark's units
+  (``TokenCounter(message_overhead=0, call_overhead=0)``), not as billed;
+* ``oracle``: the best set of whole non-system messages within the budget as the default
+  counter bills them (3 tokens a message, 3 a call, the system messages charged too), found
+  by ``scipy.optimize.milp``, tool pairing ignored;
+* ``oracle, paired``: the same where a tool result may stay only beside its call.
+
+Not part of the tests::
+
+    python benchmarks/bench_objective.py [--data ../shared/data] [--domains tooltalk,api-bank]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+try:
+    import salience  # noqa: F401
+except ImportError:  # running from a checkout without installing
+    sys.path.insert(0, str(ROOT / "src"))
+
+import numpy as np  # noqa: E402
+from bench_oracle import ReferenceScorer  # noqa: E402
+from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: E402
+
+from salience import BudgetError, Compactor, TokenCounter, load_transcripts  # noqa: E402
+from salience.bench.independent import (  # noqa: E402
+    history_budget,
+    independent_references,
+    is_step,
+    message_text,
+    message_tokens,
+    sliding_window,
+    visible,
+)
+
+MESSAGE, CALL = 3, 3  # what the default TokenCounter adds per message and per call
+VARIANTS = {
+    "default": {},
+    "no pins": {"pin_last": 0, "pin_last_user": False},
+    "no digest": {"digest": 0.0},
+    "text tokens": {"counter": TokenCounter("cl100k_base", message_overhead=0, call_overhead=0)},
+}
+
+
+def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capacity: float,
+               pairs: list[tuple[int, int]]) -> int:
+    """Most of ``refs`` that whole messages of total cost <= ``capacity`` can hold; each
+    ``(result, call)`` pair: the result only beside its call."""
+    r, m = len(refs), len(texts)
+    if capacity <= 0 or m == 0:
+        return 0
+    holds = np.zeros((r, m + r))
+    for i, ref in enumerate(refs):
+        holds[i, :m] = [-(ref in t) for t in texts]
+        holds[i, m + i] = 1  # covered_i <= sum of the chosen messages holding it
+    constraints = [LinearConstraint(holds, -np.inf, 0),
+                   LinearConstraint(np.concatenate([costs, np.zeros(r)])[None, :], 0, capacity)]
+    if pairs:
+        pairing = np.zeros((len(pairs), m + r))
+        for k, (result, call) in enumerate(pairs):
+            pairing[k, result], pairing[k, call] = 1, -1
+        constraints.append(LinearConstraint(pairing, -np.inf, 0))
+    res = milp(np.concatenate([np.zeros(m), -np.ones(r)]), constraints=constraints, integrality=np.ones(m + r),
+               bounds=Bounds(0, 1))
+    return int(round(-res.fun)) if res.success else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--domains", default="tooltalk,api-bank")
+    parser.add_argument("--fractions", default="0.1,0.25")
+    args = parser.parse_args(argv)
+    fractions = [float(f) for f in args.fractions.split(",")]
+    kinds = ("window", *VARIANTS, "oracle", "oracle, paired")
+    print(f"{'domain':<18} {'budget':>6} {'refs':>5} " + " ".join(f"{k:>14}" for k in kinds))
+    for domain in args.domains.split(","):
+        seen = {(f, k): 0 for f in fractions for k in kinds}
+        total = 0
+        for t in load_transcripts(args.data / domain):
+            messages = t.to_openai()
+            for s in range(1, len(messages)):
+                if not is_step(messages[s]):
+                    continue
+                refs = independent_references(messages, s).refs
+                if not refs:
+                    continue
+                history = messages[:s]
+                total += len(refs)
+                holds = [sum(r in message_text(m) for r in refs) for m in history]
+                others = [i for i, m in enumerate(history) if m["role"] != "system"]
+                at = {i: k for k, i in enumerate(others)}
+                texts = [message_text(history[i]) for i in others]
+                billed = np.array([message_tokens(history[i]) + MESSAGE + CALL * len(history[i].get("tool_calls") or [])
+                                   for i in others], dtype=float)
+                calls = {c["id"]: at[i] for i in others for c in history[i].get("tool_calls") or []}
+                pairs = [(at[i], calls[history[i]["tool_call_id"]]) for i in others
+                         if history[i]["role"] == "tool" and history[i].get("tool_call_id") in calls]
+                system = sum(message_tokens(m) + MESSAGE for m in history if m["role"] == "system")
+                for f in fractions:
+                    budget = history_budget(history, f)
+                    seen[(f, "window")] += visible(refs, sliding_window(history, budget))
+                    for name, params in VARIANTS.items():
+                        try:
+                            out = Compactor(scorer=ReferenceScorer(holds), **params).compact(history, budget=budget)
+                            seen[(f, name)] += visible(refs, out.messages)
+                        except BudgetError:
+                            pass
+                    seen[(f, "oracle")] += best_cover(refs, texts, billed, budget - system, [])
+                    seen[(f, "oracle, paired")] += best_cover(refs, texts, billed, budget - system, pairs)
+        for f in fractions:
+            cells = " ".join(f"{seen[(f, k)] / total if total else float('nan'):>14.3f}" for k in kinds)
+            print(f"{domain:<18} {f:>6.0%} {total:>5} {cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
