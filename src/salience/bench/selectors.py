@@ -40,8 +40,9 @@ __all__ = [
 
 #: Compactor parameters the benchmark's Compactor-based selectors use unless told
 #: otherwise: only the system prompt is pinned, so every other entry is the scorer's
-#: to choose and the tightest budgets (10% of a history) can be met; the default
-#: pins (the last 4 entries, the last user turn) alone often exceed them.
+#: to choose and the tightest budgets (10% of a history) can be met. (The default pins,
+#: ``pin_last=1`` and no separate pin on the last user turn, degrade before anything
+#: raises, but they still spend a small budget on the newest entry.)
 BENCH_COMPACTOR_PARAMS: Mapping[str, Any] = {"pin_last": 0, "pin_last_user": False}
 
 #: Placeholders the rule-based selectors put in place of a tool result's content.

@@ -51,8 +51,9 @@ uniformly; duplicates are redrawn). Candidate 0 is always the Compactor's defaul
 uses (:data:`~salience.bench.selectors.BENCH_COMPACTOR_PARAMS`: only the system prompt
 pinned); the rest are drawn in turn as a fresh draw of every parameter, the bench
 candidate with one or two parameters redrawn, and the defaults with one or two
-redrawn (:func:`sample_candidates`). ``pin_last_user`` is searched too: at tight ratios
-the last user turn alone can exceed the budget. The candidates depend only on
+redrawn (:func:`sample_candidates`). ``pin_last_user`` is searched too (off by default:
+held out, pinning the last user turn lost recall at small budgets, where that turn alone
+can take most of the budget). The candidates depend only on
 ``trials`` and ``seed``, never on scores, so the nested held-out figure stays honest.
 
 Not tuned, and why: the phase policy and its budget shares (the default policy of the
