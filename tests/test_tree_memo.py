@@ -168,3 +168,18 @@ def test_the_memo_holds_no_reference_to_its_estimator() -> None:
     del est
     gc.collect()
     assert gone() is None and memo() is None  # the estimator, and its memo with it, freed
+
+
+def test_clear_memos_forgets_every_memo() -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(100, 3))
+    est = HistGradientBoostingClassifier(max_iter=5, random_state=0).fit(X, X[:, 0] > 0)
+    raw_predict(est, X)
+    memo = memo_for(est)
+    assert memo is not None and memo.hits + memo.misses == len(X)
+    treememo.clear_memos()
+    assert est not in treememo._MEMOS
+    fresh = memo_for(est)
+    assert fresh is not memo and fresh is not None and fresh.hits == fresh.misses == 0

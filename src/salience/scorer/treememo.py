@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MEMO_ROWS", "TreeMemo", "memo_for", "raw_predict"]
+__all__ = ["MEMO_ROWS", "TreeMemo", "clear_memos", "memo_for", "raw_predict"]
 
 #: How many keys one estimator's memo holds before it is emptied.
 MEMO_ROWS = 100_000
@@ -111,6 +111,12 @@ def _memoisable(est: Any) -> bool:
         return False
     features = inner["feature_idx"]
     return all(len(np.unique(inner["num_threshold"][features == f])) < 0xFFFF for f in np.unique(features))
+
+
+def clear_memos() -> None:
+    """Forget every estimator's memo (a first call's cost is measured from nothing)."""
+    with _MEMOS_LOCK:
+        _MEMOS.clear()
 
 
 def memo_for(est: Any) -> TreeMemo | None:
