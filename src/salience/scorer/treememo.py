@@ -42,13 +42,12 @@ class TreeMemo:
     __slots__ = ("__weakref__", "_lock", "_memo", "columns", "dtype", "hits", "misses", "nan_code", "predictors",
                  "size", "thresholds", "width")
 
-    def __init__(self, est: Any, *, size: int = MEMO_ROWS) -> None:
+    def __init__(self, est: Any, *, size: int = MEMO_ROWS, nodes: list[np.ndarray] | None = None) -> None:
         self.predictors = est._predictors  # the trees this memo is for (a refit makes a new list)
-        nodes = np.concatenate([p.nodes for stage in est._predictors for p in stage])
-        inner = nodes[nodes["is_leaf"] == 0]
-        features = np.unique(inner["feature_idx"])
+        feature, threshold = _splits(_nodes(est) if nodes is None else nodes)
+        features = np.unique(feature)
         self.columns = features.astype(np.intp)
-        self.thresholds = [np.unique(inner["num_threshold"][inner["feature_idx"] == f]) for f in features]
+        self.thresholds = [np.unique(threshold[feature == f]) for f in features]
         most = max((len(t) + 1 for t in self.thresholds), default=0)  # NaN's index: one past the thresholds'
         self.dtype = np.uint8 if most <= 0xFF else np.uint16  # (sklearn's trees: at most 255 bins, uint8)
         self.nan_code = np.array([len(t) + 1 for t in self.thresholds], dtype=self.dtype)
@@ -101,16 +100,25 @@ _MEMOS: weakref.WeakKeyDictionary[Any, TreeMemo] = weakref.WeakKeyDictionary()
 _MEMOS_LOCK = threading.Lock()
 
 
-def _memoisable(est: Any) -> bool:
-    nodes = [p.nodes for stage in est._predictors for p in stage]
-    if not nodes:
+def _nodes(est: Any) -> list[np.ndarray]:
+    return [p.nodes for stage in est._predictors for p in stage]
+
+
+def _splits(nodes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The feature and threshold of every split of the trees' ``nodes`` (field by field: concatenating the
+    structured arrays whole promotes their dtype pair by pair, about 15 ms for 250 trees)."""
+    inner = np.concatenate([n["is_leaf"] == 0 for n in nodes])
+    feature = np.concatenate([n["feature_idx"] for n in nodes])[inner]
+    threshold = np.concatenate([n["num_threshold"] for n in nodes])[inner]
+    return feature, threshold
+
+
+def _memoisable(nodes: list[np.ndarray]) -> bool:
+    """Whether there are trees, none with a categorical split, and fewer than 65,535 thresholds a feature."""
+    if not nodes or any(n["is_categorical"].any() for n in nodes):
         return False
-    inner = np.concatenate(nodes)
-    inner = inner[inner["is_leaf"] == 0]
-    if inner["is_categorical"].any():
-        return False
-    features = inner["feature_idx"]
-    return all(len(np.unique(inner["num_threshold"][features == f])) < 0xFFFF for f in np.unique(features))
+    feature, threshold = _splits(nodes)
+    return all(len(np.unique(threshold[feature == f])) < 0xFFFF for f in np.unique(feature))
 
 
 def clear_memos() -> None:
@@ -131,9 +139,10 @@ def memo_for(est: Any) -> TreeMemo | None:
     with _MEMOS_LOCK:
         memo = _MEMOS.get(est)
         if memo is None or memo.predictors is not est._predictors:
-            if not _memoisable(est):
+            nodes = _nodes(est)
+            if not _memoisable(nodes):
                 return None
-            memo = TreeMemo(est)
+            memo = TreeMemo(est, nodes=nodes)
             _MEMOS[est] = memo
     return memo
 
