@@ -183,3 +183,17 @@ def test_clear_memos_forgets_every_memo() -> None:
     assert est not in treememo._MEMOS
     fresh = memo_for(est)
     assert fresh is not memo and fresh is not None and fresh.hits == fresh.misses == 0
+
+
+def test_trees_without_a_split_give_every_row_one_key() -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(6)
+    X = np.zeros((60, 3))  # nothing to split on: every tree is one leaf
+    est = HistGradientBoostingClassifier(max_iter=5, random_state=0).fit(X, rng.random(60) < 0.3)
+    memo = memo_for(est)
+    assert memo is not None and len(memo.columns) == 0
+    Z = rng.normal(size=(7, 3))
+    got = raw_predict(est, Z)
+    assert got.shape == (7, 1) and got.tobytes() == plain_raw(est, Z).tobytes()
+    assert memo.misses == 1 and memo.hits == 6

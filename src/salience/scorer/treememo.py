@@ -61,6 +61,8 @@ class TreeMemo:
     def keys(self, X: np.ndarray) -> list[bytes]:
         """Each row's key: per used feature, the index of its value among that feature's thresholds."""
         n = X.shape[0]
+        if not len(self.columns):  # trees without a split: every row takes the same path
+            return [b""] * n
         key = np.empty((len(self.columns), n), dtype=self.dtype)
         cols = np.ascontiguousarray(X[:, self.columns].T)
         missing = np.isnan(cols)
