@@ -55,7 +55,7 @@ class TreeMemo:
         self.size = size
         self._memo: dict[bytes, tuple[float, ...]] = {}
         self._lock = threading.Lock()
-        self.hits = 0
+        self.hits = 0  # rows looked up, and keys run through the trees (statistics: threads may lose counts)
         self.misses = 0
 
     def keys(self, X: np.ndarray) -> list[bytes]:
