@@ -197,3 +197,18 @@ def test_trees_without_a_split_give_every_row_one_key() -> None:
     got = raw_predict(est, Z)
     assert got.shape == (7, 1) and got.tobytes() == plain_raw(est, Z).tobytes()
     assert memo.misses == 1 and memo.hits == 6
+
+
+def test_a_warm_start_that_adds_trees_gets_a_new_memo() -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] + 0.5 * X[:, 1] > 0
+    est = HistGradientBoostingClassifier(max_iter=5, warm_start=True, early_stopping=False, random_state=0).fit(X, y)
+    first = raw_predict(est, X)
+    memo = memo_for(est)
+    est.set_params(max_iter=15).fit(X, y)  # sklearn adds ten trees to the same list
+    assert memo_for(est) is not memo
+    again = raw_predict(est, X)
+    assert again.tobytes() == plain_raw(est, X).tobytes() and again.tobytes() != first.tobytes()

@@ -39,11 +39,12 @@ MEMO_ROWS = 100_000
 class TreeMemo:
     """One fitted ``HistGradientBoostingClassifier``'s thresholds and its raw predictions by key."""
 
-    __slots__ = ("__weakref__", "_lock", "_memo", "columns", "dtype", "hits", "misses", "nan_code", "predictors",
-                 "size", "thresholds", "width")
+    __slots__ = ("__weakref__", "_lock", "_memo", "columns", "dtype", "hits", "misses", "n_trees", "nan_code",
+                 "predictors", "size", "thresholds", "width")
 
     def __init__(self, est: Any, *, size: int = MEMO_ROWS, nodes: list[np.ndarray] | None = None) -> None:
-        self.predictors = est._predictors  # the trees this memo is for (a refit makes a new list)
+        self.predictors = est._predictors  # the trees this memo is for (a refit makes a new list, a warm
+        self.n_trees = len(est._predictors)  # start adds to it)
         feature, threshold = _splits(_nodes(est) if nodes is None else nodes)
         features = np.unique(feature)
         self.columns = features.astype(np.intp)
@@ -130,17 +131,17 @@ def clear_memos() -> None:
 
 
 def memo_for(est: Any) -> TreeMemo | None:
-    """``est``'s memo (made on first use; a new one when its trees changed), or None when it has
-    categorical splits or is not weak-referable."""
+    """``est``'s memo (made on first use; a new one when its trees changed: a refit, or a warm start
+    that added trees), or None when it has categorical splits or is not weak-referable."""
     try:
         memo = _MEMOS.get(est)
     except TypeError:
         return None
-    if memo is not None and memo.predictors is est._predictors:
+    if memo is not None and memo.predictors is est._predictors and memo.n_trees == len(est._predictors):
         return memo
     with _MEMOS_LOCK:
         memo = _MEMOS.get(est)
-        if memo is None or memo.predictors is not est._predictors:
+        if memo is None or memo.predictors is not est._predictors or memo.n_trees != len(est._predictors):
             nodes = _nodes(est)
             if not _memoisable(nodes):
                 return None
