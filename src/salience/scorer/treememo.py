@@ -50,8 +50,9 @@ class TreeMemo:
         self.columns = features.astype(np.intp)
         self.thresholds = [np.unique(threshold[feature == f]) for f in features]
         most = max((len(t) + 1 for t in self.thresholds), default=0)  # NaN's index: one past the thresholds'
-        self.dtype = np.uint8 if most <= 0xFF else np.uint16  # (sklearn's trees: at most 255 bins, uint8)
-        self.nan_code = np.array([len(t) + 1 for t in self.thresholds], dtype=self.dtype)
+        # sklearn's trees: at most 255 bins, so uint8; None: too many thresholds for a key (memo_for declines)
+        self.dtype: Any = np.uint8 if most <= 0xFF else np.uint16 if most <= 0xFFFF else None
+        self.nan_code = np.array([len(t) + 1 for t in self.thresholds], dtype=self.dtype or np.uint64)
         self.width = int(est.n_trees_per_iteration_)
         self.size = size
         self._memo: dict[bytes, tuple[float, ...]] = {}
@@ -117,11 +118,8 @@ def _splits(nodes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _memoisable(nodes: list[np.ndarray]) -> bool:
-    """Whether there are trees, none with a categorical split, and fewer than 65,535 thresholds a feature."""
-    if not nodes or any(n["is_categorical"].any() for n in nodes):
-        return False
-    feature, threshold = _splits(nodes)
-    return all(len(np.unique(threshold[feature == f])) < 0xFFFF for f in np.unique(feature))
+    """Whether there are trees and none has a categorical split."""
+    return bool(nodes) and not any(n["is_categorical"].any() for n in nodes)
 
 
 def clear_memos() -> None:
@@ -146,6 +144,8 @@ def memo_for(est: Any) -> TreeMemo | None:
             if not _memoisable(nodes):
                 return None
             memo = TreeMemo(est, nodes=nodes)
+            if memo.dtype is None:  # 65,535 thresholds or more on a feature: not a tree sklearn grows
+                return None
             _MEMOS[est] = memo
     return memo
 
