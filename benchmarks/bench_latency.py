@@ -10,8 +10,9 @@ For each size ``n`` (entries in the history):
   its numbers shifted (so no text repeats and no cache is flattered), cut to ``n``
   messages (OpenAI format); the budget is a quarter of its tokens;
 * ``first``: the first call with every cache emptied (messages, renderings, token
-  counts, features), a full scoring and knapsack; imports are done and the tokenizer is
-  loaded (``bench_compact.py``'s ``fresh`` is the first call of a new process);
+  counts, values, handles, features, the trees' prediction memo), a full scoring and
+  knapsack; imports are done and the tokenizer is loaded (``bench_compact.py``'s
+  ``fresh`` is the first call of a new process);
 * steady state, the history growing by one message per call: ``session`` is a
   :class:`~salience.selector.compactor.CompactionSession` (what
   :class:`salience.adapters.OpenAIContext` runs: most calls replay earlier decisions,
@@ -99,7 +100,7 @@ def load_scorer() -> tuple[Any, str]:
 def cold(scorer: Any) -> None:
     """Empty every cache a first call in a new process would find empty."""
     from salience import values
-    from salience.scorer import handles
+    from salience.scorer import handles, treememo
     from salience.tokens import default_counter
 
     features = getattr(scorer, "features_", None)
@@ -110,6 +111,7 @@ def cold(scorer: Any) -> None:
     counter._chars = 0
     values._extract.cache_clear()  # the values of a text, memoised process-wide
     handles.is_handle.cache_clear()
+    treememo.clear_memos()  # the trees' predictions by row path
     gc.collect()
 
 

@@ -194,13 +194,33 @@ def _try(text: str, runs: _Runs, q: int, kinds: set[str]) -> tuple[str, int, int
 
 def _matches(text: str) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
     """``_PATTERN.finditer(text)`` as the patterns without their run lookbehinds would scan
-    (see the comment above _SEGMENTS): ``(kind, start, end, match or None)``."""
-    runs = _Runs(text)
+    (see the comment above _SEGMENTS): ``(kind, start, end, match or None)``.
+
+    Most texts hold no place where a first try in a run happens elsewhere (no ``firsts``, and
+    no match ends inside a run): there the matches are ``_PATTERN.finditer``'s, taken in C
+    (each of its matches is the search from where the last one ended, as below, since no
+    pattern matches ''); the first match that ends inside a run hands over to the loop."""
     firsts = sorted(([(m.end(), "path") for m in _PATH_FIRST.finditer(text)] if "---" in text else [])
                     + ([(m.end(), "ident") for m in _IDENT_FIRST.finditer(text)]
                        if "-" in text or "#" in text else []))
-    i, pos, n, count = 0, 0, len(text), len(firsts)
-    found = _PATTERN.search(text)
+    pos = 0
+    if not firsts:
+        inside = _INSIDE.match
+        for match in _PATTERN.finditer(text):
+            yield match.lastgroup or "", match.start(), match.end(), match
+            pos = match.end()
+            if inside(text, pos):  # (pos > 0: a match is never empty)
+                break
+        else:
+            return
+    yield from _scan(text, firsts, pos)
+
+
+def _scan(text: str, firsts: list[tuple[int, str]], pos: int) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
+    """:func:`_matches` from ``pos`` (0, or where a match ended), tried place by place."""
+    runs = _Runs(text)
+    i, n, count = 0, len(text), len(firsts)
+    found = _PATTERN.search(text, pos)
     while pos <= n:
         if found is not None and found.start() < pos:  # else still the first match from pos
             found = _PATTERN.search(text, pos)

@@ -654,10 +654,9 @@ def _hgb_proba(est: Any, X: Any) -> np.ndarray | None:
         or getattr(est, "_in_fit", False)
     ):
         return None
-    raw = np.zeros((X.shape[0], est.n_trees_per_iteration_), dtype=est._baseline_prediction.dtype, order="F")
-    raw += est._baseline_prediction
-    est._predict_iterations(X, est._predictors, raw, False, 1)
-    return np.asarray(est._loss.predict_proba(raw)[:, 1])
+    from salience.scorer.treememo import raw_predict  # the rows whose tree paths an earlier call took, looked up
+
+    return np.asarray(est._loss.predict_proba(raw_predict(est, X))[:, 1])
 
 
 def _hgb_gain(est: Any, n_features: int) -> np.ndarray:

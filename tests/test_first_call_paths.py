@@ -1,0 +1,77 @@
+"""The first call's faster text paths give what the plain ones gave (issue #12). No timings.
+
+* the error-marker regex, led by a lookahead for the ASCII letter every match starts with,
+  against the plain alternation of :data:`~salience.scorer.text.ERROR_PATTERNS`, on texts
+  built from the patterns' own pieces (a traceback header inside a word, ``Error`` names
+  glued to other words, exit codes), match for match;
+* :func:`salience.values._matches`, which takes ``finditer``'s matches until one ends
+  inside a run, against the place-by-place loop alone (``_scan`` from 0) on the same kind
+  of texts (tests/test_values_linear.py checks both against the reference patterns).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import SAMPLES
+from salience import load_transcripts
+from salience import values as values_module
+from salience.scorer import text
+from salience.scorer.text import ERROR_PATTERNS, count_error_markers, has_error_marker
+
+PLAIN_ERROR = re.compile("|".join(f"(?:{p})" for p in ERROR_PATTERNS))
+
+PIECES = ["Traceback (most recent call last)", "Traceback", "Error", "ValueError", "failed", "Failed", "FAILED",
+          "exit code 1", "exit status: 23", "exit 0", "x", "_", "9", " ", "\n", ":", "(", "é", "-", "/", ".", "'",
+          "\"", "@", "#", "mia_li_3668", "HAT136", "a-b-c", "--x1", "src/app/main.py", "2024-01-02", "1,250.00",
+          "Blue Lagoon", "a.b@x.org"]
+texts = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+
+
+def spans(pattern: re.Pattern[str], s: str) -> list[tuple[int, int]]:
+    return [m.span() for m in pattern.finditer(s)]
+
+
+def test_every_error_pattern_starts_with_an_ascii_letter() -> None:
+    """What the lead lookahead relies on: no match of any pattern starts elsewhere."""
+    assert text._ERROR_RE.pattern.startswith("(?=[A-Za-z])")
+    for s in ("XTraceback (most recent call last)", "_Error", "9failed", "éFAILED", " exit code 3", "(ValueError)"):
+        assert spans(text._ERROR_RE, s) == spans(PLAIN_ERROR, s), s
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_error_counts_match_the_plain_alternation(s: str) -> None:
+    assert spans(text._ERROR_RE, s) == spans(PLAIN_ERROR, s)
+    assert count_error_markers(s) == len(spans(PLAIN_ERROR, s))
+    assert has_error_marker(s) == (PLAIN_ERROR.search(s) is not None)
+
+
+def _slow(s: str) -> list[tuple[str, int, int]]:
+    """The place-by-place loop from the start, as _matches ran before its finditer path."""
+    firsts = sorted(([(m.end(), "path") for m in values_module._PATH_FIRST.finditer(s)] if "---" in s else [])
+                    + ([(m.end(), "ident") for m in values_module._IDENT_FIRST.finditer(s)]
+                       if "-" in s or "#" in s else []))
+    return [(k, a, b) for k, a, b, _ in values_module._scan(s, firsts, 0)]
+
+
+def _fast(s: str) -> list[tuple[str, int, int]]:
+    return [(k, a, b) for k, a, b, _ in values_module._matches(s)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_value_matches_are_the_loops(s: str) -> None:
+    assert _fast(s) == _slow(s)
+
+
+def test_value_matches_are_the_loops_on_the_samples() -> None:
+    checked = 0
+    for t in load_transcripts(SAMPLES):
+        for e in t.entries:
+            assert _fast(e.content) == _slow(e.content), e.id
+            checked += 1
+    assert checked > 100
