@@ -71,6 +71,12 @@ BASE_FEATURES: tuple[str, ...] = (
     "pending_handles",
     "acted_handles",
     "pending_share",
+    # what the agent is doing now (salience.scorer.latest): newest request, latest call, own handles
+    "user_turns_after",
+    "calls_after",
+    "latest_call_handles",
+    "same_tool_latest",
+    "unique_handles",
 )
 QUERY_FEATURES: tuple[str, ...] = (
     "bm25",

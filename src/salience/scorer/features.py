@@ -15,7 +15,10 @@ matrix with one row per entry. The columns come in two blocks:
   later entries use them again while they stay rare; and its *handles*
   (:mod:`salience.scorer.handles`: the distinctive strings a later call may copy,
   whatever the domain): how many, how dense, how many it introduces, and of those how
-  many a later call has used (acted on) and how many are still pending;
+  many a later call has used (acted on) and how many are still pending; and where it
+  stands relative to what the agent does now (:mod:`salience.scorer.latest`): user turns
+  and calls after it, the handles of it the latest call uses, whether it is a call or
+  result of the latest call's tool, and the handles no other entry holds;
 * *query* features: BM25 against the query, embedding cosine with the query (raw,
   standardised within the transcript, and as a rank), the same for the entry's
   neighbours, value and word overlap with the query, speaker named in the query,
@@ -31,7 +34,8 @@ history against many queries, or again after one new message, costs little:
   count, keyword counts and embedding (:data:`ENTRY_CACHE_SIZE` entries);
 * per growing transcript: the running state of the features that relate entries to
   each other (first appearance and reuse of values and of words, superseded calls,
-  near-duplicates, task, speakers and sessions). A transcript that extends one seen before
+  near-duplicates, task, speakers and sessions; the holders of each handle and the
+  latest call). A transcript that extends one seen before
   (the same entries first) costs its new entries plus an ``O(n log n)`` numpy assembly;
   near-duplicates compare each new entry with the earlier ones, ``O(n)`` per new
   entry (``O(n^2)`` on a cold transcript, in blocks).
@@ -54,6 +58,7 @@ from salience.errors import ParameterError
 from salience.scorer.columns import _COL, BASE_FEATURES, QUERY_FEATURES
 from salience.scorer.handles import call_text, entry_handles
 from salience.scorer.handles import tokens as find_tokens
+from salience.scorer.latest import LatestState
 from salience.scorer.prefix import _Base, _EntryData, _Prefix
 from salience.scorer.text import (
     STOPWORDS,
@@ -189,6 +194,24 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return all(x is y or (type(x) is type(y) and x == y) for x, y in zip(a, b))
 
 
+class _State(_Prefix):
+    """A growing transcript's running state: :class:`~salience.scorer.prefix._Prefix`'s, and
+    :class:`~salience.scorer.latest.LatestState`'s for the columns it fills."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latest = LatestState()
+
+    def extend(self, entries: Sequence[Entry], data: Sequence[_EntryData], dim: int | None) -> None:
+        super().extend(entries, data, dim)
+        self.latest.extend(entries, data)
+
+    def assemble(self, recent_window: int) -> _Base:
+        base = super().assemble(recent_window)
+        self.latest.fill(base.matrix)  # the same columns every time: idempotent on a cached base
+        return base
+
+
 class _Caches:
     """One extractor's caches for one set of parameters: per-entry data by content, and
     the states of recently seen growing transcripts."""
@@ -198,7 +221,7 @@ class _Caches:
         self.counter = counter
         self.dim: int | None = None
         self.entries: dict[tuple[Any, ...], _EntryData] = {}
-        self.states: OrderedDict[int, _Prefix] = OrderedDict()
+        self.states: OrderedDict[int, _State] = OrderedDict()
         self.lock = threading.Lock()
 
     def put(self, key: tuple[Any, ...], data: _EntryData) -> None:
@@ -208,9 +231,9 @@ class _Caches:
             for old in list(itertools.islice(store, ENTRY_CACHE_SIZE // 10)):
                 store.pop(old, None)
 
-    def find(self, entries: tuple[Entry, ...]) -> _Prefix | None:
+    def find(self, entries: tuple[Entry, ...]) -> _State | None:
         """The state whose entries are the longest prefix of ``entries``, if any."""
-        best: _Prefix | None = None
+        best: _State | None = None
         n = len(entries)
         for state in reversed(self.states.values()):
             m = state.n
@@ -224,7 +247,7 @@ class _Caches:
                     break
         return best
 
-    def keep(self, state: _Prefix, limit: int) -> None:
+    def keep(self, state: _State, limit: int) -> None:
         states = self.states
         states[id(state)] = state
         states.move_to_end(id(state))
@@ -342,7 +365,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         with caches.lock:
             state = caches.find(entries)
             if state is None:
-                state = _Prefix()
+                state = _State()
             if state.n < len(entries):
                 new = entries[state.n:]
                 state.extend(new, self._entry_data(new, caches), caches.dim)
