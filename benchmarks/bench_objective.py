@@ -37,8 +37,7 @@ except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
-from bench_oracle import ReferenceScorer  # noqa: E402
-from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: E402
+from bench_oracle import CALL, MESSAGE, ReferenceScorer, best_cover  # noqa: E402
 
 from salience import BudgetError, Compactor, TokenCounter, load_transcripts  # noqa: E402
 from salience.bench.independent import (  # noqa: E402
@@ -51,36 +50,12 @@ from salience.bench.independent import (  # noqa: E402
     visible,
 )
 
-MESSAGE, CALL = 3, 3  # what the default TokenCounter adds per message and per call
 VARIANTS = {
     "default": {},
     "no pins": {"pin_last": 0, "pin_last_user": False},
     "no digest": {"digest": 0.0},
     "text tokens": {"counter": TokenCounter("cl100k_base", message_overhead=0, call_overhead=0)},
 }
-
-
-def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capacity: float,
-               pairs: list[tuple[int, int]]) -> int:
-    """Most of ``refs`` that whole messages of total cost <= ``capacity`` can hold; each
-    ``(result, call)`` pair: the result only beside its call."""
-    r, m = len(refs), len(texts)
-    if capacity <= 0 or m == 0:
-        return 0
-    holds = np.zeros((r, m + r))
-    for i, ref in enumerate(refs):
-        holds[i, :m] = [-(ref in t) for t in texts]
-        holds[i, m + i] = 1  # covered_i <= sum of the chosen messages holding it
-    constraints = [LinearConstraint(holds, -np.inf, 0),
-                   LinearConstraint(np.concatenate([costs, np.zeros(r)])[None, :], 0, capacity)]
-    if pairs:
-        pairing = np.zeros((len(pairs), m + r))
-        for k, (result, call) in enumerate(pairs):
-            pairing[k, result], pairing[k, call] = 1, -1
-        constraints.append(LinearConstraint(pairing, -np.inf, 0))
-    res = milp(np.concatenate([np.zeros(m), -np.ones(r)]), constraints=constraints, integrality=np.ones(m + r),
-               bounds=Bounds(0, 1))
-    return int(round(-res.fun)) if res.success else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                             seen[(f, name)] += visible(refs, out.messages)
                         except BudgetError:
                             pass
-                    seen[(f, "oracle")] += best_cover(refs, texts, billed, budget - system, [])
+                    seen[(f, "oracle")] += best_cover(refs, texts, billed, budget - system)
                     seen[(f, "oracle, paired")] += best_cover(refs, texts, billed, budget - system, pairs)
         for f in fractions:
             cells = " ".join(f"{seen[(f, k)] / total if total else float('nan'):>14.3f}" for k in kinds)

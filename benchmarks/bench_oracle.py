@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ from salience.bench.independent import (  # noqa: E402
     visible,
 )
 
-MESSAGE, CALL = 4, 3  # what the default TokenCounter adds per message and per call
+MESSAGE, CALL = 3, 3  # what the default TokenCounter adds per message and per call
 
 
 class ReferenceScorer:
@@ -65,8 +66,10 @@ def with_reference_scores(history: list[dict], refs: tuple[str, ...], budget: in
     return visible(refs, out)
 
 
-def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capacity: float) -> int:
-    """Most of ``refs`` that whole messages of total cost <= ``capacity`` can hold."""
+def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capacity: float,
+               pairs: Sequence[tuple[int, int]] = ()) -> int:
+    """Most of ``refs`` that whole messages of total cost <= ``capacity`` can hold; with
+    ``pairs`` of ``(result, call)`` positions, a result only beside its call."""
     r, m = len(refs), len(texts)
     if capacity <= 0 or m == 0:
         return 0
@@ -74,10 +77,15 @@ def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capac
     for i, ref in enumerate(refs):
         holds[i, :m] = [-(ref in t) for t in texts]
         holds[i, m + i] = 1  # covered_i <= sum of the chosen messages holding it
-    objective = np.concatenate([np.zeros(m), -np.ones(r)])
     constraints = [LinearConstraint(holds, -np.inf, 0),
                    LinearConstraint(np.concatenate([costs, np.zeros(r)])[None, :], 0, capacity)]
-    res = milp(objective, constraints=constraints, integrality=np.ones(m + r), bounds=Bounds(0, 1))
+    if pairs:
+        pairing = np.zeros((len(pairs), m + r))
+        for k, (result, call) in enumerate(pairs):
+            pairing[k, result], pairing[k, call] = 1, -1
+        constraints.append(LinearConstraint(pairing, -np.inf, 0))
+    res = milp(np.concatenate([np.zeros(m), -np.ones(r)]), constraints=constraints, integrality=np.ones(m + r),
+               bounds=Bounds(0, 1))
     return int(round(-res.fun)) if res.success else 0
 
 

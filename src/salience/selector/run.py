@@ -188,7 +188,6 @@ class Run:
             pins |= self.system_mask()
         if cfg.pin_last_user and self.last_user() is not None:
             pins[self.last_user()] = True
-
         return pins | self.tail_pins()
 
     def tail_pins(self) -> np.ndarray:
