@@ -153,8 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--query-aware", action="store_true",
                         help="also fit the query model and compare query-aware recall at 10%% with the fusion")
+    parser.add_argument("--splits", default=None,
+                        help="only these held-out pairs, comma-separated, e.g. locomo-43+locomo-44 (default: all 15)")
     args = parser.parse_args(argv)
     conversations = sorted(load_transcripts(args.data / "locomo"), key=lambda t: t.id)
+    pairs = list(itertools.combinations(range(len(conversations)), 2))
+    if args.splits:
+        ids = [t.id for t in conversations]
+        wanted = {frozenset(s.split("+")) for s in args.splits.split(",")}
+        unknown = {c for w in wanted for c in w} - set(ids)
+        if unknown or any(len(w) != 2 for w in wanted):
+            parser.error(f"--splits: pairs of two of {', '.join(ids)} joined by '+' (got {args.splits!r})")
+        pairs = [p for p in pairs if frozenset(ids[i] for i in p) in wanted]
     rows = []
     head = (f"{'test':<22} {'figure 5% / 10% / 25%':>22} {'recency 25%':>12} {'ratio':>6} "
             f"{'Compactor 25%':>14} {'ratio':>6} {'prior AUC (CV)':>15}")
@@ -164,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     fusion: dict[str, tuple[float, int]] = {}
     per_conversation: dict[str, list[tuple[float, float, float]]] = {}
     with threadpool_limits(1):
-        for pair in itertools.combinations(range(len(conversations)), 2):
+        for pair in pairs:
             started = time.perf_counter()
             test = [conversations[i] for i in pair]
             rest = [t for i, t in enumerate(conversations) if i not in pair]

@@ -104,3 +104,18 @@ def test_by_conversation_adds_the_ceilings_when_given() -> None:
     lines = splits.by_conversation({"a": [(0.5, 0.5, 0.25)]}, bounds={"a": (0.75, 1.0)})
     assert lines == ["a: Compactor 0.500 (0.500 to 0.500 over 1 splits), 2.00x recency 0.250; the figure 0.500; "
                      "fed the labels 0.750 (3.00x), fed the question shares 1.000 (4.00x)"]
+
+
+@pytest.mark.parametrize("wanted", ["c+nope", "c", "c+d+e"], ids=["unknown", "one", "three"])
+def test_splits_that_name_no_pair_of_conversations_exit_2(tmp_path: Path, wanted: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from salience import save_transcripts
+
+    (tmp_path / "locomo").mkdir()
+    base = conversation()
+    save_transcripts([base, Transcript(id="d", entries=base.entries, queries=base.queries)],
+                     tmp_path / "locomo" / "two.jsonl")
+    with pytest.raises(SystemExit) as raised:
+        splits.main(["--data", str(tmp_path), "--splits", wanted])
+    assert raised.value.code == 2
+    assert "--splits: pairs of two of c, d" in capsys.readouterr().err
