@@ -222,3 +222,16 @@ def test_role_enum_is_a_str() -> None:
 def test_acts_tells_an_agent_from_a_conversation(entry: Entry, acts: bool) -> None:
     t = Transcript(id="t", entries=(Entry(id="u", role="user", content="hi"), entry))
     assert t.acts() is acts
+
+
+def test_with_content_is_replace_without_validating_again() -> None:
+    e = Entry(id="m1", role="tool", content="long text", name="f", tool_call_id="c1", label=1, meta={"k": [1]})
+    a, b = e.with_content("short"), e.replace(content="short")
+    assert a == b and hash(a) == hash(b)
+    names = [f.name for f in dataclasses.fields(Entry)]
+    assert [getattr(a, n) for n in names] == [getattr(b, n) for n in names]
+    assert a.meta is not e.meta and a.meta == e.meta
+    call = Entry(id="m2", role="assistant", content="", tool_calls=(ToolCall("c1", "f", "{}"),))
+    assert call.with_content("x").tool_calls == call.tool_calls
+    with pytest.raises(TranscriptError, match="content"):
+        e.with_content(None)  # type: ignore[arg-type]

@@ -52,7 +52,7 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from salience.errors import ParameterKeyError, SalienceError, TranscriptError, describe
@@ -201,6 +201,29 @@ class Entry:
     def replace(self, **changes: Any) -> Entry:
         """A copy with ``changes`` applied (validated again)."""
         return replace(self, **changes)
+
+    def with_content(self, content: str) -> Entry:
+        """``self.replace(content=content)`` for a ``str`` ``content``, without validating
+        again the fields that this entry's own validation already normalised (what a
+        compaction's trimmed and stubbed forms are built with, a thousand per first call).
+
+        >>> e = Entry(id="m1", role="tool", content="long", name="f", tool_call_id="c1", meta={"k": 1})
+        >>> e.with_content("short") == e.replace(content="short")
+        True
+        """
+        if not isinstance(content, str):
+            return replace(self, content=content)  # raises the validation's error
+        new = object.__new__(Entry)
+        setattr_ = object.__setattr__
+        for name in _ENTRY_FIELDS:
+            setattr_(new, name, getattr(self, name))
+        setattr_(new, "content", content)
+        setattr_(new, "meta", dict(self.meta))  # as __post_init__ does: never shared with the source
+        return new
+
+
+#: Entry's fields, in order (:meth:`Entry.with_content` copies them).
+_ENTRY_FIELDS = tuple(f.name for f in fields(Entry))
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,7 +119,7 @@ def cap(cfg: Config, entry: Entry, cost: int) -> Entry | None:
         text = trim_text(entry.content, max(0, keep), counter, entry_id=entry.id, total=text_tokens)
         if text is None:
             break
-        best = entry.replace(content=text)
+        best = entry.with_content(text)
         over = counter.count_entry(best) - limit
         if over <= 0 or keep <= 0:
             break
@@ -150,7 +150,7 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
         values = extract_values(src.content)
         text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id)
         if text is not None:
-            candidate = src.replace(content=text)
+            candidate = src.with_content(text)
             c = counter.count_entry(candidate)
             if c < o.full_cost:
                 o.trim, o.trim_cost = candidate, c
@@ -161,7 +161,7 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
             o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)
         stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
                          values=listed, max_values=cfg.stub_values)
-        candidate = src.replace(content=stub)
+        candidate = src.with_content(stub)
         c = counter.count_entry(candidate)
         best_other = o.trim_cost if o.trim is not None else o.full_cost
         if c < best_other:
