@@ -199,3 +199,17 @@ def test_a_users_handle_is_pending_until_a_call_copies_it() -> None:
     assert after[0, _col("pending_share")] == pytest.approx(0.75)
     # the call's own arguments are acted on where they appear: nothing pending there
     assert count(after[1:], "pending_handles") == 0
+
+
+def test_time_words_counted_by_groups_as_one_by_one() -> None:
+    """The time-word count reads each group of time words only when the text holds the group's
+    needle: the same count as looking for every word, and every word still looked for."""
+    from salience.scorer import features as F
+
+    assert sorted(w for _, words in F._TIME_GROUPS for w in words) == sorted(F._TIME_WORDS)
+    assert all(needle is None or all(needle in w for w in words) for needle, words in F._TIME_GROUPS)
+    texts = ["Yesterday, Monday 2024-05-01, or next WEEKEND?", "since when: today and today", "no time here",
+             "December 2019, a month ago; last month and last year", "may", ""]
+    texts += [" ".join(F._TIME_WORDS), "sundaysunday 2020202020 novemberber"]
+    for text in texts:
+        assert F._count_grouped(text, F._TIME_GROUPS) == F._count_any(text, F._TIME_WORDS), text
