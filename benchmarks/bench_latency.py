@@ -14,6 +14,7 @@ For each size ``n`` (entries in the history):
   knapsack; imports are done and the tokenizer is loaded (``bench_compact.py``'s
   ``fresh`` is the first call of a new process); ``first CPU``: the same call's CPU time
   in this process (``time.process_time``), which a shared machine's load moves less;
+  ``--first-runs N``: the median of N such cold calls (default 1);
 * steady state, the history growing by one message per call: ``session`` is a
   :class:`~salience.selector.compactor.CompactionSession` (what
   :class:`salience.adapters.OpenAIContext` runs: most calls replay earlier decisions,
@@ -156,7 +157,8 @@ def cpu_ms(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     return (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000, out
 
 
-def bench_size(n: int, steps: int, scorer: Any, share: float, max_steps: int) -> dict[str, Any]:
+def bench_size(n: int, steps: int, scorer: Any, share: float, max_steps: int,
+               first_runs: int = 1) -> dict[str, Any]:
     from langchain_core.messages import trim_messages
 
     from salience.adapters.langchain import to_langchain
@@ -166,9 +168,14 @@ def bench_size(n: int, steps: int, scorer: Any, share: float, max_steps: int) ->
     budget = max(1000, int(tokens * share))
     row: dict[str, Any] = {"entries": n, "tokens": tokens, "budget": budget}
 
-    cold(scorer)
-    compactor = Compactor(scorer=scorer, budget=budget)
-    row["first_ms"], row["first_cpu_ms"], first = cpu_ms(lambda: compactor.compact(messages[:n]))
+    firsts = []
+    for _ in range(max(1, first_runs)):  # each a cold call: every cache emptied before it
+        cold(scorer)
+        compactor = Compactor(scorer=scorer, budget=budget)
+        firsts.append(cpu_ms(lambda compactor=compactor: compactor.compact(messages[:n])))
+    row["first_ms"] = statistics.median(f[0] for f in firsts)
+    row["first_cpu_ms"] = statistics.median(f[1] for f in firsts)
+    first = firsts[-1][2]
     row["first_method"] = first.method
     plain = []
     for k in range(1, steps + 1):
@@ -227,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=60, help="steady-state calls per size")
     parser.add_argument("--max-steps", type=int, default=1000,
                         help="session calls allowed beyond --steps until one compacts (so its mean counts one)")
+    parser.add_argument("--first-runs", type=int, default=1,
+                        help="cold first calls per size, each after emptying every cache (their medians are shown)")
     parser.add_argument("--share", type=float, default=0.25, help="budget as a share of the history's tokens")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     args = parser.parse_args(argv)
@@ -234,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scorer: {what}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     rows = []
     for n in args.sizes:
-        rows.append(bench_size(n, args.steps, scorer, args.share, args.max_steps))
+        rows.append(bench_size(n, args.steps, scorer, args.share, args.max_steps, args.first_runs))
         r = rows[-1]
         print(f"  {n:>6} entries done: first {r['first_ms']:.0f} ms ({r['first_cpu_ms']:.0f} ms CPU), "
               f"session {r['session_ms']:.1f} ms, "
@@ -254,8 +263,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{comp:>20} {r['plain_ms']:>9.1f} {r['trim_ms']:>13.1f} {r['ratio']:>5.1f}x "
               f"{r['trim_cached_ms']:>11.1f} {r['ratio_cached']:>5.1f}x")
     print(f"""
-budget: {args.share:.0%} of the history's tokens. first: a cold call (every cache empty), wall ms; first CPU:
-  its CPU time in this process (time.process_time), steadier than the wall time on a shared machine.
+budget: {args.share:.0%} of the history's tokens. first: a cold call (every cache empty; median of
+  {args.first_runs}), wall ms; first CPU: its CPU time in this process (time.process_time), steadier than
+  the wall time on a shared machine.
 session ms: mean over the steady-state calls (history +1 message per call: {args.steps}, or more until one
   compacted), compactions included (count x mean ms / calls); plain ms: median of compact() over {args.steps}
   calls; trim_messages: median ms, its counter encoding every text on every call (trim cached: each
