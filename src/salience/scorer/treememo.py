@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -73,7 +73,8 @@ class TreeMemo:
         if missing.any():
             key[missing] = np.broadcast_to(self.nan_code[:, None], key.shape)[missing]
         rows = np.ascontiguousarray(key.T)
-        return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist()  # type: ignore[no-any-return]
+        # each np.void row comes out of tolist() as its bytes (numpy's stubs also allow tuples)
+        return cast("list[bytes]", rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist())
 
     def raw(self, X: np.ndarray, predict: Any) -> np.ndarray:
         """The raw predictions of ``X``, ``(n, width)``: from the memo, and ``predict(rows)`` for the rows
