@@ -44,7 +44,7 @@ class EntryOptions:
     """One entry's forms and their token counts (what a run needs of it, cached per entry)."""
 
     __slots__ = ("entry", "name", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost",
-                 "trim_cover", "stub_cover", "call", "values")
+                 "trim_cover", "stub_cover", "call", "values", "passed")
 
     def __init__(self, entry: Entry, name: str | None, src_cost: int, full: Entry, full_cost: int) -> None:
         self.entry = entry
@@ -61,6 +61,7 @@ class EntryOptions:
         self.stub_cover = -1.0
         self.call: Entry | None = None  # the entry whose calls work_out left out of the stub
         self.values: tuple[str, ...] | None = None  # its content's and calls' values (Run.digest's)
+        self.passed: tuple[str, ...] | None = None  # those of them its calls pass (Run.recurring's)
 
 
 class OptionsCache:

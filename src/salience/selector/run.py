@@ -35,6 +35,7 @@ A :class:`Run` holds what :meth:`Compactor.compact
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -530,16 +531,21 @@ class Run:
         """The values that at least :data:`RECURRING_MIN` of the agent's calls passed as
         arguments (worked out once per run)."""
         if self._recurring is None:
-            count: dict[str, int] = {}
+            count: Counter[str] = Counter()
             for j, e in enumerate(self.source.entries):
-                calls = e.tool_calls
-                if not calls or e.role == "system":
-                    continue
-                for v in self._values(j):
-                    if any(v in c.arguments for c in calls):
-                        count[v] = count.get(v, 0) + 1
+                if e.tool_calls and e.role != "system":
+                    count.update(self._passed(j))
             self._recurring = frozenset(v for v, k in count.items() if k >= RECURRING_MIN)
         return self._recurring
+
+    def _passed(self, i: int) -> tuple[str, ...]:
+        """The values of entry ``i`` that its calls pass as arguments (cached with its options,
+        so a growing history works out only its new entries')."""
+        o = self.opts[i]
+        if o.passed is None:
+            calls = self.source.entries[i].tool_calls
+            o.passed = tuple(v for v in self._values(i) if any(v in c.arguments for c in calls))
+        return o.passed
 
     def _values(self, i: int) -> tuple[str, ...]:
         """The values of entry ``i``: its content's and its calls' arguments' (cached with its options)."""
