@@ -58,7 +58,6 @@ from salience.errors import ParameterError
 from salience.scorer.columns import _COL, BASE_FEATURES, QUERY_FEATURES
 from salience.scorer.handles import call_text, entry_handles
 from salience.scorer.handles import tokens as find_tokens
-from salience.scorer.latest import LatestState
 from salience.scorer.prefix import _Base, _EntryData, _Prefix
 from salience.scorer.text import (
     STOPWORDS,
@@ -222,24 +221,6 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return all(x is y or (type(x) is type(y) and x == y) for x, y in zip(a, b))
 
 
-class _State(_Prefix):
-    """A growing transcript's running state: :class:`~salience.scorer.prefix._Prefix`'s, and
-    :class:`~salience.scorer.latest.LatestState`'s for the columns it fills."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.latest = LatestState()
-
-    def extend(self, entries: Sequence[Entry], data: Sequence[_EntryData], dim: int | None) -> None:
-        super().extend(entries, data, dim)
-        self.latest.extend(entries, data)
-
-    def assemble(self, recent_window: int) -> _Base:
-        base = super().assemble(recent_window)
-        self.latest.fill(base.matrix)  # the same columns every time: idempotent on a cached base
-        return base
-
-
 class _Caches:
     """One extractor's caches for one set of parameters: per-entry data by content, and
     the states of recently seen growing transcripts."""
@@ -249,7 +230,7 @@ class _Caches:
         self.counter = counter
         self.dim: int | None = None
         self.entries: dict[tuple[Any, ...], _EntryData] = {}
-        self.states: OrderedDict[int, _State] = OrderedDict()
+        self.states: OrderedDict[int, _Prefix] = OrderedDict()
         self.lock = threading.Lock()
 
     def put(self, key: tuple[Any, ...], data: _EntryData) -> None:
@@ -259,9 +240,9 @@ class _Caches:
             for old in list(itertools.islice(store, ENTRY_CACHE_SIZE // 10)):
                 store.pop(old, None)
 
-    def find(self, entries: tuple[Entry, ...]) -> _State | None:
+    def find(self, entries: tuple[Entry, ...]) -> _Prefix | None:
         """The state whose entries are the longest prefix of ``entries``, if any."""
-        best: _State | None = None
+        best: _Prefix | None = None
         n = len(entries)
         for state in reversed(self.states.values()):
             m = state.n
@@ -275,7 +256,7 @@ class _Caches:
                     break
         return best
 
-    def keep(self, state: _State, limit: int) -> None:
+    def keep(self, state: _Prefix, limit: int) -> None:
         states = self.states
         states[id(state)] = state
         states.move_to_end(id(state))
@@ -393,7 +374,7 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         with caches.lock:
             state = caches.find(entries)
             if state is None:
-                state = _State()
+                state = _Prefix()
             if state.n < len(entries):
                 new = entries[state.n:]
                 state.extend(new, self._entry_data(new, caches), caches.dim)

@@ -20,6 +20,7 @@ import numpy as np
 from salience._threads import one_thread
 from salience.scorer.baselines import build_bm25
 from salience.scorer.columns import _ASSISTANT, _COL, _ROLE_CODE, BASE_FEATURES
+from salience.scorer.latest import LatestState
 
 if TYPE_CHECKING:
     from salience.transcript import Entry
@@ -142,6 +143,7 @@ class _Prefix:
         self.session_turns: list[int] = []  # entries seen so far, per session code
         self.word_first: dict[str, int] = {}  # content word -> the entry that introduced it
         self.word_df: dict[str, int] = {}  # content word -> how many entries use it
+        self.latest = LatestState()  # the columns of salience.scorer.latest
         self.base: _Base | None = None
 
     def _reserve(self, n: int, dim: int | None) -> None:
@@ -276,6 +278,7 @@ class _Prefix:
                 later = np.arange(stop)[:, None] < np.arange(start, stop)[None, :]
                 same_role = role_codes[:stop, None] == role_codes[None, start:stop]
                 self.dup_later[:stop] |= ((sims > 0.95) & later & same_role).any(axis=1)
+        self.latest.extend(entries, data)
         self.entries = self.entries + tuple(entries)
         self.n = n
         self.base = None
@@ -374,6 +377,7 @@ class _Prefix:
         else:
             X[:, _COL["session_position"]] = position
         self._conversation(X, n)
+        self.latest.fill(X)
         data = self.data
         self.base = _Base(X, emb, [d.words for d in data], [d.values for d in data], list(self.names),
                           [d.word_set for d in data])
