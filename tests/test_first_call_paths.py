@@ -6,7 +6,10 @@
   glued to other words, exit codes), match for match;
 * :func:`salience.values._matches`, which takes ``finditer``'s matches until one ends
   inside a run, against the place-by-place loop alone (``_scan`` from 0) on the same kind
-  of texts (tests/test_values_linear.py checks both against the reference patterns).
+  of texts (tests/test_values_linear.py checks both against the reference patterns);
+* the places where an identifier's run starts further in than its lookbehinds see
+  (``values._ident_firsts``: two patterns, each led by the character a run starts with)
+  against the one pattern that tries every place (``values._IDENT_FIRST``).
 """
 
 from __future__ import annotations
@@ -75,3 +78,13 @@ def test_value_matches_are_the_loops_on_the_samples() -> None:
             assert _fast(e.content) == _slow(e.content), e.id
             checked += 1
     assert checked > 100
+
+
+IDENT_PIECES = ["---abc1", "_ab1-cd2", "#W123", "-x1", "--x1", "é", "éa-b1", "ü_x-1", "a", "1", "-", "#", "_", " ",
+                "\n", "ab-cd", "x#1", "é1-a2", "中a-1", "—a-1", "ß9-z", "٣a-1"]
+
+
+@settings(max_examples=3000, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.sampled_from(IDENT_PIECES), max_size=14).map("".join))
+def test_ident_firsts_are_the_one_patterns(s: str) -> None:
+    assert values_module._ident_firsts(s) == [(m.end(), "ident") for m in values_module._IDENT_FIRST.finditer(s)]

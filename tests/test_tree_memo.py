@@ -153,6 +153,22 @@ def test_categorical_splits_are_not_memoised() -> None:
     assert raw_predict(est, X).tobytes() == plain_raw(est, X).tobytes()
 
 
+def test_the_trees_are_added_as_sklearn_adds_them_with_several_per_iteration() -> None:
+    """treememo._add_trees calls sklearn's tree walk itself: one column per class, tree after tree."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 4))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    est = HistGradientBoostingClassifier(max_iter=8, random_state=0).fit(X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5))
+    assert est.n_trees_per_iteration_ == 3
+    raw = np.zeros((X.shape[0], 3), order="F")
+    raw += est._baseline_prediction
+    treememo._add_trees(est, X, raw)
+    assert raw.tobytes() == plain_raw(est, X).tobytes()
+    assert raw_predict(est, X).tobytes() == plain_raw(est, X).tobytes()
+
+
 def test_the_memo_holds_no_reference_to_its_estimator() -> None:
     import gc
     import weakref

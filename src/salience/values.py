@@ -99,6 +99,14 @@ _IDENT_FIRST = re.compile(
     rf"(?<!{_K})(?!(?<!\w)[A-Za-z0-9])(?>{_K}*?(?<=[\-#])(?=[A-Za-z0-9]))"
     rf"(?<!(?<!{_K})[\-#])(?<!(?<!{_K})[\-#][\-#])"
 )
+# _IDENT_FIRST's matches, found faster (_ident_firsts): each starts a run of _K characters, on
+# '_', '-' or '#' (_IDENT_FIRST_MARK) or on a letter or digit right after a word character
+# outside _K, which only a text with a non-ASCII character holds (_IDENT_FIRST_WORD). Each is led
+# by the character it starts with, which the regex engine looks for alone, instead of trying
+# every place of the text (and runs are apart, so the two patterns' matches are _IDENT_FIRST's).
+_IDENT_REST = rf"(?>{_K}*?(?<=[\-#])(?=[A-Za-z0-9]))(?<!(?<!{_K})[\-#])(?<!(?<!{_K})[\-#][\-#])"
+_IDENT_FIRST_MARK = re.compile(rf"[_\-#](?<!{_K}[_\-#]){_IDENT_REST}")
+_IDENT_FIRST_WORD = re.compile(rf"[A-Za-z0-9](?<=[^\W_A-Za-z0-9][A-Za-z0-9]){_IDENT_REST}")
 # ... and, from where a run ends, what a path part or an identifier needs there.
 _PATH_CHAR = re.compile(r"[\w\-]")
 _IDENT_CHAR = re.compile(_K)
@@ -192,6 +200,14 @@ def _try(text: str, runs: _Runs, q: int, kinds: set[str]) -> tuple[str, int, int
     return (got, match.start(), match.end(), match) if match else None
 
 
+def _ident_firsts(text: str) -> list[tuple[int, str]]:
+    """``[(m.end(), "ident") for m in _IDENT_FIRST.finditer(text)]``, by the faster patterns."""
+    ends = [m.end() for m in _IDENT_FIRST_MARK.finditer(text)]
+    if not text.isascii():
+        ends = sorted(ends + [m.end() for m in _IDENT_FIRST_WORD.finditer(text)])
+    return [(end, "ident") for end in ends]
+
+
 def _matches(text: str) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
     """``_PATTERN.finditer(text)`` as the patterns without their run lookbehinds would scan
     (see the comment above _SEGMENTS): ``(kind, start, end, match or None)``.
@@ -201,8 +217,7 @@ def _matches(text: str) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
     (each of its matches is the search from where the last one ended, as below, since no
     pattern matches ''); the first match that ends inside a run hands over to the loop."""
     firsts = sorted(([(m.end(), "path") for m in _PATH_FIRST.finditer(text)] if "---" in text else [])
-                    + ([(m.end(), "ident") for m in _IDENT_FIRST.finditer(text)]
-                       if "-" in text or "#" in text else []))
+                    + (_ident_firsts(text) if "-" in text or "#" in text else []))
     pos = 0
     if not firsts:
         inside = _INSIDE.match

@@ -209,6 +209,14 @@ def _rank_pct(x: np.ndarray) -> np.ndarray:
     return 1.0 - ranks / n
 
 
+#: The columns :meth:`FeatureExtractor._one_entry` works out from the entry alone (beside its
+#: role and tool type), in the order it lists their values, and where they are in a row.
+_ENTRY_COLUMNS = ("n_tool_calls", "log_tokens", "decision_words", "error_markers", "domain_words", "n_values",
+                  "value_density", "digit_share", "is_question", "time_words", "first_person", "second_person",
+                  "phatic_words", "past_tense", "shares_media", "proper_nouns", "asks", "n_handles",
+                  "handle_density")
+_ENTRY_AT = np.array([_COL[c] for c in _ENTRY_COLUMNS], dtype=np.intp)
+
 #: How many entries' position-free data (words, values, counts, embedding) one extractor keeps.
 ENTRY_CACHE_SIZE = 50_000
 #: How many entries the growing-transcript states of one extractor hold in all.
@@ -409,36 +417,40 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
             row[_COL[f"tooltype_{tool_type(e.name, self.tool_types).value}"]] = 1
         elif e.tool_calls:
             row[_COL[f"tooltype_{tool_type(e.tool_calls[0].name, self.tool_types).value}"]] = 1
-        row[_COL["n_tool_calls"]] = len(e.tool_calls)
         tokens = counter.count_entry(e)
         values = frozenset(_entry_values(e))
-        row[_COL["log_tokens"]] = math.log1p(tokens)
-        row[_COL["decision_words"]] = math.log1p(count_decision_words(text))
-        row[_COL["error_markers"]] = math.log1p(count_error_markers(text))
-        row[_COL["domain_words"]] = math.log1p(_count_any(text, domain_words)) if domain_words else 0.0
-        row[_COL["n_values"]] = math.log1p(len(values))
-        row[_COL["value_density"]] = 100.0 * len(values) / max(tokens, 1)
-        row[_COL["digit_share"]] = _digit_count(text) / max(len(text), 1)
-        row[_COL["is_question"]] = float(e.content.rstrip().endswith("?"))
-        row[_COL["time_words"]] = math.log1p(_count_grouped(e.content, _TIME_GROUPS))
         words, own = _words(text, e.content)
         share = 1.0 / max(len(own), 1)
         first, second, phatic, past = _person_counts(own)
-        row[_COL["first_person"]] = share * first
-        row[_COL["second_person"]] = share * second
-        row[_COL["phatic_words"]] = share * phatic
-        row[_COL["past_tense"]] = share * past
-        row[_COL["shares_media"]] = float(_MEDIA.search(e.content) is not None)
         unshared = _MEDIA_SPAN.sub("", e.content) if "[" in e.content else e.content
-        row[_COL["proper_nouns"]] = math.log1p(len(_PROPER_FAST.findall(unshared)))
-        row[_COL["asks"]] = float("?" in e.content)
-        content = tuple(dict.fromkeys(w for w in words if w not in STOPWORDS))
+        distinct = dict.fromkeys(words)  # the words in order of first use
         args = call_text(e)
         hs = entry_handles(e, args)
-        row[_COL["n_handles"]] = math.log1p(len(hs))
-        row[_COL["handle_density"]] = 100.0 * len(hs) / max(tokens, 1)
-        return _EntryData(static=row, words=words, word_set=frozenset(words), values=values, embedding=None,
-                          content=content, reaction=_REACTION.match(e.content) is not None, handles=hs,
+        # the columns of _ENTRY_COLUMNS, in order, written at once
+        row[_ENTRY_AT] = (
+            len(e.tool_calls),
+            math.log1p(tokens),
+            math.log1p(count_decision_words(text)),
+            math.log1p(count_error_markers(text)),
+            math.log1p(_count_any(text, domain_words)) if domain_words else 0.0,
+            math.log1p(len(values)),
+            100.0 * len(values) / max(tokens, 1),
+            _digit_count(text) / max(len(text), 1),
+            float(e.content.rstrip().endswith("?")),
+            math.log1p(_count_grouped(e.content, _TIME_GROUPS)),
+            share * first,
+            share * second,
+            share * phatic,
+            share * past,
+            float(_MEDIA.search(e.content) is not None),
+            math.log1p(len(_PROPER_FAST.findall(unshared))),
+            float("?" in e.content),
+            math.log1p(len(hs)),
+            100.0 * len(hs) / max(tokens, 1),
+        )
+        return _EntryData(static=row, words=words, word_set=frozenset(distinct), values=values, embedding=None,
+                          content=tuple(itertools.filterfalse(STOPWORDS.__contains__, distinct)),
+                          reaction=_REACTION.match(e.content) is not None, handles=hs,
                           call_tokens=frozenset(find_tokens(args)) if args else frozenset())
 
     def query_block(self, transcript: Transcript, query: str, base: _Base | None = None) -> np.ndarray:

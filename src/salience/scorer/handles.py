@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from salience.scorer.text import STOPWORDS
@@ -83,7 +84,8 @@ def leaf_text(text: str) -> str:
 
 def tokens(text: str) -> tuple[str, ...]:
     """The distinct tokens of ``text`` of 3 to 64 characters, in order of first use."""
-    return tuple(dict.fromkeys(t for t in _TOKEN.findall(text) if _MIN <= len(t) <= _MAX))
+    # each distinct token measured once (a token's length is the same wherever it stands)
+    return tuple([t for t in dict.fromkeys(_TOKEN.findall(text)) if _MIN <= len(t) <= _MAX])
 
 
 @lru_cache(maxsize=1 << 17)
@@ -100,7 +102,8 @@ def is_handle(token: str) -> bool:
 
 def handles(text: str) -> tuple[str, ...]:
     """The handles of ``text``, each once, in order of first use."""
-    return tuple(t for t in tokens(text) if is_handle(t))
+    found = tokens(text)
+    return tuple(compress(found, map(is_handle, found)))
 
 
 def call_text(entry: Entry) -> str:
