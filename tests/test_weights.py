@@ -92,6 +92,8 @@ def test_a_conversation_prior_is_weighted_by_question_shares() -> None:
     assert shared.metadata_["prior_weights"] == "question share" and binary.metadata_["prior_weights"] is None
     test = _chat(7)
     assert not np.allclose(shared.score(test), binary.score(test))
+    # the query model's rows are one per (question, turn): they count questions already, unweighted
+    assert build_rows(chats, plain.fit(), query=True).shares is None
     # the same weights whether the shares come from the questions themselves or the labels' meta
     asked = ImportanceScorer(features=plain, cv=2).fit(chats)
     np.testing.assert_allclose(asked.score(test), shared.score(test))
