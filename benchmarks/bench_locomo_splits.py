@@ -3,7 +3,8 @@
 One held-out split of six conversations is a small sample (a split moves the figure by
 several points), so this runs all fifteen: for each, an ImportanceScorer is trained on the
 four training conversations (each turn labelled by whether any question cites it as
-evidence, which is what ``fit`` does with their questions) and tested on the two others.
+evidence, and weighted by its share of the questions, which is what ``fit`` does with their
+questions) and tested on the two others.
 
 Query-agnostic (always): the prior scores each held-out conversation without a question,
 and recall at 5/10/25% of its tokens is measured two ways, side by side:
@@ -50,6 +51,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from salience import Compactor, ImportanceScorer, Transcript, load_transcripts  # noqa: E402
 from salience.bench import evidence_recall  # noqa: E402
+from salience.scorer import labels  # noqa: E402
 from salience.scorer.baselines import FusionScorer, OracleScorer, RecencyScorer  # noqa: E402
 from salience.tokens import as_counter  # noqa: E402
 
@@ -57,10 +59,10 @@ FRACTIONS = (0.05, 0.10, 0.25)
 
 
 def evidence_labels(t: Transcript) -> Transcript:
-    """``t`` with each entry labelled by whether a question cites it, and no questions."""
-    cited = {x for q in t.queries for x in q.evidence}
-    entries = tuple(e.replace(label=float(e.id in cited)) for e in t.entries)
-    return t.replace(entries=entries, queries=())
+    """``t`` labelled as ``salience train`` labels it (:func:`salience.scorer.labels.evidence_labels`:
+    whether a question cites each turn, and its share of the questions, which training weights
+    the prior by), without its questions (so that only the prior is fitted)."""
+    return labels.evidence_labels(t, overwrite=True).replace(queries=())
 
 
 def compacted_hits(scorer: ImportanceScorer, t: Transcript, fraction: float) -> tuple[float, int]:
@@ -93,24 +95,12 @@ def compacted_recall(scorer: ImportanceScorer, transcripts: list[Transcript], fr
     return sum(h for h, _ in parts) / n if n else float("nan")
 
 
-def question_shares(t: Transcript) -> dict[str, float]:
-    """Each cited turn's share of the questions: the sum, over the questions that cite it,
-    of one over their number of evidence turns (what keeping it adds to the summed recall)."""
-    ids = {e.id for e in t.entries}
-    shares: dict[str, float] = {}
-    for q in t.queries:
-        evidence = [x for x in dict.fromkeys(q.evidence) if x in ids]
-        for x in evidence:
-            shares[x] = shares.get(x, 0.0) + 1.0 / len(evidence)
-    return shares
-
-
 def ceilings(t: Transcript, fraction: float) -> tuple[float, float]:
     """What the Compactor keeps of ``t`` at ``fraction`` when fed the answers instead of a
     model's scores (:class:`~salience.scorer.baselines.OracleScorer` on labels): first
     whether a question cites each turn (what the prior is trained to predict), then each
-    turn's :func:`question_shares` scaled to [0, 1] (what the recall counts)."""
-    shares = question_shares(t)
+    turn's :func:`~salience.scorer.labels.question_shares` scaled to [0, 1] (what the recall counts)."""
+    shares = labels.question_shares(t)
     top = max(shares.values(), default=1.0)
     out = []
     for value in (lambda x: float(x in shares), lambda x: shares.get(x, 0.0) / top):

@@ -83,9 +83,13 @@ def test_by_conversation_averages_each_conversation_over_its_splits_worst_first(
     ]
 
 
-def test_question_shares_split_each_question_among_its_evidence() -> None:
+def test_evidence_labels_keep_the_question_shares_without_the_questions() -> None:
     # "What did Ann say first?" cites D1:1 and D1:3 (half each); "And Bob?" cites D1:2 alone
-    assert splits.question_shares(conversation()) == {"D1:1": 0.5, "D1:3": 0.5, "D1:2": 1.0}
+    out = splits.evidence_labels(conversation())
+    assert out.queries == ()
+    assert [e.id for e in out.entries if e.label == 1.0] == ["D1:1", "D1:2", "D1:3"]
+    assert {e.id: e.meta["question_share"] for e in out.entries if e.meta["question_share"]} == {
+        "D1:1": 0.5, "D1:2": 1.0, "D1:3": 0.5}
 
 
 def test_ceilings_feed_the_compactor_the_answers() -> None:

@@ -18,6 +18,7 @@ from salience.scorer.labels import (
     hindsight_labels,
     label,
     label_transcript,
+    question_shares,
     step_references,
 )
 
@@ -245,7 +246,17 @@ def test_evidence_labels(chat: Transcript) -> None:
     out = evidence_labels(chat)
     assert [e.label for e in out.entries] == [1.0, 0.0, 1.0, 0.0]
     assert [e.meta["evidence_of"] for e in out.entries] == [[0, 1], [], [1], []]
+    # D1:1 answers the first question alone and half the second; D1:3 the other half
+    assert [e.meta["question_share"] for e in out.entries] == [1.5, 0.0, 0.5, 0.0]
     assert chat.labels == [None] * 4
+
+
+def test_question_shares_split_each_question_among_its_evidence(chat: Transcript) -> None:
+    assert question_shares(chat) == {"D1:1": 1.5, "D1:3": 0.5}
+    # an id listed twice is one evidence entry
+    twice = chat.replace(queries=(Query("Where?", evidence=("D1:3", "D1:3", "D1:1")),))
+    assert question_shares(twice) == {"D1:3": 0.5, "D1:1": 0.5}
+    assert question_shares(chat.replace(queries=())) == {}
 
 
 def test_evidence_labels_need_evidence(airline: Transcript) -> None:

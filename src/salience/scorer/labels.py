@@ -16,7 +16,9 @@ Two sources of labels:
   such as the user turn that gave the handle. :func:`step_references`, what
   ``salience bench`` counts, stays by values alone.
 * **Evidence** (transcripts with queries, such as LoCoMo): an entry is needed when
-  some query lists it as evidence.
+  some query lists it as evidence. How much it is needed is its *question share*
+  (:func:`question_shares`): what keeping it adds to the recall summed over the
+  questions, which is what a conversation's prior is weighted by in training.
 
 >>> from salience import Transcript
 >>> t = Transcript.from_openai([
@@ -56,6 +58,7 @@ __all__ = [
     "hindsight_labels",
     "label",
     "label_transcript",
+    "question_shares",
     "resolve_mode",
     "step_references",
     "step_values",
@@ -234,10 +237,35 @@ def _has_evidence(transcript: Transcript) -> bool:
     return any(q.evidence for q in transcript.queries)
 
 
+def question_shares(transcript: Transcript) -> dict[str, float]:
+    """Each evidence entry's *question share*: the sum, over the queries that list it as
+    evidence, of one over the number of that query's evidence entries (ids that name no
+    entry of ``transcript`` are not counted). A query's evidence recall is the share of
+    its evidence entries kept, so this is what keeping the entry adds to the recall summed
+    over the queries; entries no query cites are absent.
+
+    >>> from salience import Query
+    >>> t = Transcript(id="c", entries=(Entry(id="a", role="user", content="x"),
+    ...     Entry(id="b", role="assistant", content="y"), Entry(id="c", role="user", content="z")),
+    ...     queries=(Query(text="q1", evidence=("a", "b")), Query(text="q2", evidence=("a",))))
+    >>> question_shares(t)
+    {'a': 1.5, 'b': 0.5}
+    """
+    ids = {e.id for e in transcript.entries}
+    shares: dict[str, float] = {}
+    for query in transcript.queries:
+        evidence = [eid for eid in dict.fromkeys(query.evidence) if eid in ids]
+        for eid in evidence:
+            shares[eid] = shares.get(eid, 0.0) + 1.0 / len(evidence)
+    return shares
+
+
 def evidence_labels(transcript: Transcript, *, overwrite: bool = False) -> Transcript:
     """A copy of ``transcript`` labelled from its queries: 1.0 for entries that are
     evidence of any query, 0.0 otherwise; ``meta["evidence_of"]`` lists the indices
-    of the queries each entry is evidence of.
+    of the queries each entry is evidence of, and ``meta["question_share"]`` its
+    :func:`question_shares` (0.0 for an entry no query cites), which training weights a
+    conversation's prior by, also once the queries are gone.
 
     Entries that already have a label are left as they are unless ``overwrite``.
     A transcript without any query evidence is a :class:`TranscriptError`.
@@ -253,13 +281,15 @@ def evidence_labels(transcript: Transcript, *, overwrite: bool = False) -> Trans
             lst = of.setdefault(eid, [])
             if not lst or lst[-1] != q:
                 lst.append(q)
+    shares = question_shares(transcript)
     new = []
     for entry in transcript.entries:
         if entry.label is not None and not overwrite:
             new.append(entry)
             continue
         queries = of.get(entry.id, [])
-        new.append(entry.replace(label=1.0 if queries else 0.0, meta={**entry.meta, "evidence_of": queries}))
+        meta = {**entry.meta, "evidence_of": queries, "question_share": shares.get(entry.id, 0.0)}
+        new.append(entry.replace(label=1.0 if queries else 0.0, meta=meta))
     return transcript.replace(entries=tuple(new))
 
 

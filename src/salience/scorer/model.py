@@ -43,6 +43,7 @@ from salience.errors import NotFittedError, ParameterError, ParameterTypeError, 
 from salience.scorer.estimators import conversation_estimator, default_estimator
 from salience.scorer.features import BASE_FEATURES, QUERY_FEATURES, FeatureExtractor
 from salience.scorer.loaders import load_uri
+from salience.scorer.weights import fit_weighted, share_weights
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -73,11 +74,13 @@ def _header_line(metadata: Any, payload: bytes) -> bytes:
 
 @dataclass(slots=True)
 class TrainingRows:
-    """Feature rows with labels and the transcript each came from (for grouped splits)."""
+    """Feature rows with labels and the transcript each came from (for grouped splits); ``shares``:
+    the prior rows' question shares where known (:func:`salience.scorer.weights.share_weights`)."""
 
     X: np.ndarray
     y: np.ndarray
     groups: np.ndarray
+    shares: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.y)
@@ -112,6 +115,7 @@ def build_rows(
     Xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
     gs: list[np.ndarray] = []
+    ws: list[np.ndarray | None] = []  # the prior's question shares (share_weights), per transcript
     for g, t in enumerate(transcripts):
         entries = t.entries
         if query:
@@ -129,6 +133,7 @@ def build_rows(
                     Xs.append(X)
                     ys.append(y)
                     gs.append(np.full(len(y), g))
+                    ws.append(None)
         else:
             used = [e.meta.get("used_by") for e in entries]
             if any(u is not None for u in used):
@@ -144,6 +149,7 @@ def build_rows(
                     Xs.append(X)
                     ys.append(y)
                     gs.append(np.full(len(y), g))
+                    ws.append(None)
             elif any(e.label is not None for e in entries):
                 keep = [i for i, e in enumerate(entries) if e.label is not None]
                 X = features.transform_one(t)[keep]
@@ -151,6 +157,7 @@ def build_rows(
                 Xs.append(X)
                 ys.append(y)
                 gs.append(np.full(len(y), g))
+                ws.append(share_weights([entries[i] for i in keep], y, t))
             elif any(q.evidence for q in t.queries):
                 ev = {e for q in t.queries for e in q.evidence}
                 X = features.transform_one(t)
@@ -158,12 +165,15 @@ def build_rows(
                 Xs.append(X)
                 ys.append(y)
                 gs.append(np.full(len(y), g))
+                ws.append(share_weights(list(entries), y, t))
         if progress is not None:
             progress(1)
     width = len(BASE_FEATURES) + (len(QUERY_FEATURES) if query else 0)
     if not Xs:
         return TrainingRows(np.zeros((0, width)), np.zeros(0, dtype=np.int8), np.zeros(0, dtype=int))
-    return TrainingRows(np.vstack(Xs), np.concatenate(ys), np.concatenate(gs))
+    shares = None if all(w is None for w in ws) else np.concatenate(
+        [np.ones(len(y)) if w is None else w for y, w in zip(ys, ws, strict=True)])
+    return TrainingRows(np.vstack(Xs), np.concatenate(ys), np.concatenate(gs), shares)
 
 
 def _fingerprint(transcripts: Sequence[Transcript]) -> str:
@@ -262,12 +272,13 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
     ) -> tuple[Any, dict[str, float]]:
         from sklearn.model_selection import GroupKFold
 
+        w = rows.shares if self.kind_ == "conversation" else None  # agents: unweighted, as ever
         if len(groups) >= 2:
             for tr, te in GroupKFold(n_splits=min(self.cv, len(groups))).split(rows.X, rows.y, rows.groups):
                 if 0 < rows.y[tr].sum() < len(tr):
-                    est = self._new_estimator().fit(rows.X[tr], rows.y[tr])
+                    est = fit_weighted(self._new_estimator(), rows.X[tr], rows.y[tr], None if w is None else w[tr])
                     oof[te] = _predict(est, rows.X[te])
-        model = self._new_estimator().fit(rows.X, rows.y)
+        model = fit_weighted(self._new_estimator(), rows.X, rows.y, w)
         ok = ~np.isnan(oof)
         metrics: dict[str, float] = {}
         if ok.sum() and 0 < rows.y[ok].sum() < ok.sum():
@@ -332,6 +343,7 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
             "n_transcripts": len(transcripts),
             "kind": self.kind_,
             "calibration": self.calibration_,
+            "prior_weights": None if self.kind_ == "agent" or prior_rows.shares is None else "question share",
             "n_rows": self.n_rows_,
             "positive_rate": {
                 "prior": float(prior_rows.y.mean()),
