@@ -83,23 +83,31 @@ def _vote() -> Any:
                              ("trees", _hgb())], voting="soft")
 
 
-#: name -> (description, estimator factory or None for the default, domain weight exponent or None).
-#: The exponent ``a`` gives each transcript domain a total weight proportional to its
-#: row count to the power ``a`` (1: rows as they come, 0: every domain alike).
-Candidate = tuple[str, Callable[[], Any] | None, float | None]
+#: name -> (description, estimator factory or None for the default, domain weight exponent or
+#: None, other ImportanceScorer parameters). The exponent ``a`` gives each transcript domain a
+#: total weight proportional to its row count to the power ``a`` (1: rows as they come, 0: every
+#: domain alike; :func:`salience.training.train.domain_weights`).
+Candidate = tuple[str, Callable[[], Any] | None, float | None, dict[str, Any]]
 CANDIDATES: dict[str, Candidate] = {
-    "base": ("the default: 31 leaves, 250 iterations at 0.06, min_samples_leaf 40, l2 1", None, None),
+    "base": ("the default: 31 leaves, 250 iterations at 0.06, min_samples_leaf 40, l2 1", None, None, {}),
     "regularised": ("15 leaves, 200 iterations at 0.05, min_samples_leaf 200, l2 5",
                     lambda: _hgb(max_leaf_nodes=15, max_iter=200, learning_rate=0.05, min_samples_leaf=200,
-                                 l2_regularization=5.0), None),
+                                 l2_regularization=5.0), None, {}),
     "shallow": ("depth 3, 200 iterations at 0.05, min_samples_leaf 100",
                 lambda: _hgb(max_depth=3, max_leaf_nodes=None, max_iter=200, learning_rate=0.05,
-                             min_samples_leaf=100), None),
-    "sqrt-domains": ("the default, each domain weighted by the square root of its rows", None, 0.5),
-    "equal-domains": ("the default, every domain weighted alike", None, 0.0),
+                             min_samples_leaf=100), None, {}),
+    "sqrt-domains": ("the default, each domain weighted by the square root of its rows", None, 0.5, {}),
+    "equal-domains": ("the default, every domain weighted alike", None, 0.0, {}),
     "monotonic": ("the default with monotonic constraints on recency, pending and superseded features",
-                  lambda: _hgb(monotonic_cst=_monotonic_cst()), None),
-    "vote": ("a soft vote of a logistic regression (C 0.1, standardised) and the default trees", _vote, None),
+                  lambda: _hgb(monotonic_cst=_monotonic_cst()), None, {}),
+    "vote": ("a soft vote of a logistic regression (C 0.1, standardised) and the default trees", _vote, None, {}),
+    "sigmoid": ("the default trees, calibrated by a sigmoid (Platt) instead of isotonic", None, None,
+                {"calibration": "sigmoid"}),
+    "cuts-12": ("the default, 12 history cuts per transcript instead of 6", None, None, {"cut_points": 12}),
+    # not a candidate, the noise floor: the base model on another 75% of the training groups
+    "base-split-1": ("the base model, trained on the 75% of groups that split seed 1 keeps (noise floor)",
+                     None, None, {"split_seed": 1}),
+    "base-split-2": ("the same with split seed 2", None, None, {"split_seed": 2}),
 }
 
 
@@ -133,11 +141,13 @@ def _cached_build_rows(transcripts: Sequence[Transcript], features: FeatureExtra
 
 
 def train(candidate: Candidate, data: Sequence[Transcript]) -> ImportanceScorer:
-    _, factory, exponent = candidate
-    train_set, _ = split_transcripts(data, 0.25, seed=0)
+    _, factory, exponent, params = candidate
+    params = dict(params)
+    train_set, _ = split_transcripts(data, 0.25, seed=params.pop("split_seed", 0))
     scorer = ImportanceScorer(estimator=None if factory is None else factory(),
-                              features=FeatureExtractor(use_embeddings=False), cv=3, random_state=0)
-    weights = None if exponent is None else domain_weights(train_set, exponent)
+                              features=FeatureExtractor(use_embeddings=False), cv=3, random_state=0, **params)
+    weights = None if exponent is None else domain_weights(train_set, exponent,
+                                                           cut_points=params.get("cut_points", 6))
     return scorer.fit(train_set, sample_weight=weights)
 
 
@@ -155,7 +165,8 @@ def run(names: Sequence[str], domains: Sequence[str], data_dir: Path, max_steps:
         labelled[d], _ = prepare_transcripts(load_transcripts(data_dir / d))
     labelled["data"], _ = prepare_transcripts(load_transcripts(ROOT / "data"))
     held: dict[str, list[Transcript]] = {d: load_transcripts(data_dir / d) for d in domains}
-    print(f"{time.strftime('%H:%M:%S')} loaded and labelled in {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"{time.strftime('%H:%M:%S')} salience {salience.__version__}: loaded and labelled in "
+          f"{time.perf_counter() - started:.0f} s", flush=True)
     results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     window = baseline_selectors()["window"]
     for name in names:
@@ -213,6 +224,28 @@ def table(results: Mapping[str, Any], names: Sequence[str]) -> str:
             if cell is not None:
                 refs.append(f"{d} {cell['window'][str(FRACTIONS[0])][definition]['refs']:,}")
         lines.append("\nreferences: " + ", ".join(refs))
+    if "base" in names:
+        lines.append("\n**references kept beyond the base candidate**, independent | ours "
+                     "(system + 10% / + 25%; summed over the domains)\n")
+        lines.append("| candidate | " + " | ".join(DOMAINS) + " | total |")
+        lines.append("|---|" + "---|" * (len(DOMAINS) + 1))
+        for n in names:
+            row, total = [], {(k, f): 0 for k in DEFINITIONS for f in FRACTIONS}
+            for d in DOMAINS:
+                cell, base = results.get(n, {}).get(d), results["base"].get(d)
+                if cell is None or base is None:
+                    row.append("–")
+                    continue
+                parts = []
+                for k in DEFINITIONS:
+                    gained = [cell["salience"][str(f)][k]["seen"] - base["salience"][str(f)][k]["seen"]
+                              for f in FRACTIONS]
+                    for f, v in zip(FRACTIONS, gained):
+                        total[(k, f)] += v
+                    parts.append(" / ".join(f"{v:+d}" for v in gained))
+                row.append(" \\| ".join(parts))
+            tot = " \\| ".join(" / ".join(f"{total[(k, f)]:+d}" for f in FRACTIONS) for k in DEFINITIONS)
+            lines.append(f"| {n} | " + " | ".join(row) + f" | {tot} |")
     return "\n".join(lines)
 
 
