@@ -66,11 +66,23 @@ def _monotonic() -> dict[str, int]:
             "latest_call_handles": 1}
 
 
-def _monotonic_cst() -> list[int]:
+def _monotonic_hgb() -> Any:
+    """The default trees, constrained on :func:`_monotonic`'s features; the query model's
+    extra columns are left free."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
     from salience.scorer.columns import BASE_FEATURES
 
-    signs = _monotonic()
-    return [signs.get(name, 0) for name in BASE_FEATURES]
+    class MonotonicTrees(HistGradientBoostingClassifier):  # type: ignore[misc]
+        def fit(self, X: Any, y: Any, sample_weight: Any = None) -> Any:
+            signs = _monotonic()
+            cst = [signs.get(name, 0) for name in BASE_FEATURES]
+            self.monotonic_cst = cst + [0] * (X.shape[1] - len(cst))
+            return super().fit(X, y, sample_weight=sample_weight)
+
+    est = MonotonicTrees()
+    est.set_params(**_hgb().get_params())
+    return est
 
 
 def _vote() -> Any:
@@ -99,11 +111,15 @@ CANDIDATES: dict[str, Candidate] = {
     "sqrt-domains": ("the default, each domain weighted by the square root of its rows", None, 0.5, {}),
     "equal-domains": ("the default, every domain weighted alike", None, 0.0, {}),
     "monotonic": ("the default with monotonic constraints on recency, pending and superseded features",
-                  lambda: _hgb(monotonic_cst=_monotonic_cst()), None, {}),
+                  _monotonic_hgb, None, {}),
     "vote": ("a soft vote of a logistic regression (C 0.1, standardised) and the default trees", _vote, None, {}),
     "sigmoid": ("the default trees, calibrated by a sigmoid (Platt) instead of isotonic", None, None,
                 {"calibration": "sigmoid"}),
     "cuts-12": ("the default, 12 history cuts per transcript instead of 6", None, None, {"cut_points": 12}),
+    "cuts-24": ("the default, 24 history cuts per transcript", None, None, {"cut_points": 24}),
+    "cuts-12-regularised": ("12 cuts and the regularised trees",
+                            lambda: _hgb(max_leaf_nodes=15, max_iter=200, learning_rate=0.05, min_samples_leaf=200,
+                                         l2_regularization=5.0), None, {"cut_points": 12}),
     # not a candidate, the noise floor: the base model on another 75% of the training groups
     "base-split-1": ("the base model, trained on the 75% of groups that split seed 1 keeps (noise floor)",
                      None, None, {"split_seed": 1}),
