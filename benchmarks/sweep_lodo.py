@@ -12,7 +12,9 @@ It prints, per candidate, salience minus the window per held-out domain, the mea
 the worst, for the independent and "ours" reference definitions, with the number of
 references behind each delta (one reference of ToolTalk's 466 is 0.002), and writes
 ``benchmarks/out/sweep.json``. Features are computed once per transcript and shared by
-the candidates (the feature extractor has no fitted state). Not part of the tests::
+the candidates (the feature extractor has no fitted state). Row weights by domain are
+this script's own (:class:`WeightedScorer`): no candidate that needs them was kept, so the
+library has no such parameter. Not part of the tests::
 
     python benchmarks/sweep_lodo.py [--candidates base,balanced] [--domains tooltalk,api-bank]
 """
@@ -40,7 +42,7 @@ from salience.bench.independent import baseline_selectors, compactor_selector, e
 from salience.scorer import model as model_module
 from salience.scorer.features import FeatureExtractor
 from salience.training.split import split_transcripts
-from salience.training.train import domain_weights, prepare_transcripts
+from salience.training.train import prepare_transcripts
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAINS = ("tau-bench-airline", "mint", "swe-agent", "tooltalk", "api-bank")
@@ -152,6 +154,58 @@ def _cached_build_rows(transcripts: Sequence[Transcript], features: FeatureExtra
 
 
 # --------------------------------------------------------------------------
+# row weights by domain
+# --------------------------------------------------------------------------
+
+
+def domain_weights(transcripts: Sequence[Transcript], exponent: float) -> np.ndarray:
+    """One weight per transcript, so that each transcript domain's rows weigh in total in
+    proportion to their number to the power ``exponent`` (1: as they come; 0: every domain
+    alike), with a mean row weight of 1. ``transcripts`` carry their rows' count in ``_ROWS``."""
+    rows = np.array([len(_ROWS[(id(t), False, _CUTS)].y) for t in transcripts], dtype=float)
+    keys = [t.domain or "" for t in transcripts]
+    per_domain: dict[str, float] = {}
+    for k, n in zip(keys, rows):
+        per_domain[k] = per_domain.get(k, 0.0) + n
+    w = np.array([per_domain[k] ** exponent / per_domain[k] if per_domain[k] else 0.0 for k in keys])
+    return w * (rows.sum() / float((w * rows).sum()))
+
+
+_CUTS = 6
+
+
+class WeightedScorer(ImportanceScorer):
+    """An ImportanceScorer whose estimators fit with a weight per transcript on every row
+    (the library has no such parameter: this overrides its private ``_fit_folds``, as it
+    stands on this branch, with ``sample_weight`` passed to each fit)."""
+
+    weights_: np.ndarray | None = None
+
+    def _fit_folds(self, rows: Any, groups: np.ndarray, oof: np.ndarray, prefix: str) -> tuple[Any, dict[str, float]]:
+        from sklearn.model_selection import GroupKFold
+
+        w = None if self.weights_ is None else self.weights_[rows.groups]
+
+        def fit(idx: Any) -> Any:
+            extra = {} if w is None else {"sample_weight": w[idx]}
+            return self._new_estimator().fit(rows.X[idx], rows.y[idx], **extra)
+
+        if len(groups) >= 2:
+            for tr, te in GroupKFold(n_splits=min(self.cv, len(groups))).split(rows.X, rows.y, rows.groups):
+                if 0 < rows.y[tr].sum() < len(tr):
+                    oof[te] = model_module._predict(fit(tr), rows.X[te])
+        model = fit(slice(None))
+        ok = ~np.isnan(oof)
+        metrics: dict[str, float] = {}
+        if ok.sum() and 0 < rows.y[ok].sum() < ok.sum():
+            metrics = model_module._classification_metrics(rows.y[ok], oof[ok], prefix)
+            if self.calibration_ is not None:
+                model = model_module._Calibrated(model, model_module._calibrator(self.calibration_, oof[ok],
+                                                                                 rows.y[ok]))
+        return model, metrics
+
+
+# --------------------------------------------------------------------------
 # the sweep
 # --------------------------------------------------------------------------
 
@@ -160,11 +214,14 @@ def train(candidate: Candidate, data: Sequence[Transcript]) -> ImportanceScorer:
     _, factory, exponent, params = candidate
     params = dict(params)
     train_set, _ = split_transcripts(data, 0.25, seed=params.pop("split_seed", 0))
-    scorer = ImportanceScorer(estimator=None if factory is None else factory(),
-                              features=FeatureExtractor(use_embeddings=False), cv=3, random_state=0, **params)
-    weights = None if exponent is None else domain_weights(train_set, exponent,
-                                                           cut_points=params.get("cut_points", 6))
-    return scorer.fit(train_set, sample_weight=weights)
+    kind = ImportanceScorer if exponent is None else WeightedScorer
+    scorer = kind(estimator=None if factory is None else factory(),
+                  features=FeatureExtractor(use_embeddings=False), cv=3, random_state=0, **params)
+    if isinstance(scorer, WeightedScorer):
+        assert exponent is not None and scorer.cut_points == _CUTS
+        _cached_build_rows(train_set, FeatureExtractor(use_embeddings=False).fit(), query=False)
+        scorer.weights_ = domain_weights(train_set, exponent)
+    return scorer.fit(train_set)
 
 
 def _recall(result: Mapping[str, Any], definition: str) -> dict[str, Any]:
@@ -212,16 +269,51 @@ def _delta(cell: Mapping[str, Any], definition: str, fraction: float) -> float:
     return float("nan") if s is None or w is None else s - w
 
 
+def _stats(results: Mapping[str, Any], name: str, definition: str, fraction: float) -> tuple[float, float, int]:
+    """Mean and worst of salience - window over the domains with references, and the
+    references kept beyond the base candidate, summed."""
+    deltas, gained = [], 0
+    for d in DOMAINS:
+        cell = results.get(name, {}).get(d)
+        if cell is None:
+            continue
+        v = _delta(cell, definition, fraction)
+        if v == v:
+            deltas.append(v)
+        base = results.get("base", {}).get(d)
+        if base is not None:
+            gained += (cell["salience"][str(fraction)][definition]["seen"]
+                       - base["salience"][str(fraction)][definition]["seen"])
+    return (float(np.mean(deltas)) if deltas else float("nan"), min(deltas) if deltas else float("nan"), gained)
+
+
+def summary(results: Mapping[str, Any], names: Sequence[str]) -> str:
+    """One row a candidate: mean and worst of salience - window, both definitions, at
+    10% / 25%, and the references kept beyond the base candidate over all domains."""
+    lines = ["| candidate | independent: mean | worst | refs vs base | ours: mean | worst | refs vs base |",
+             "|---|---|---|---|---|---|---|"]
+    for n in names:
+        cells = []
+        for k in DEFINITIONS:
+            st = [_stats(results, n, k, f) for f in FRACTIONS]
+            cells.append(" / ".join(f"{m:+.3f}" for m, _, _ in st))
+            cells.append(" / ".join(f"{w:+.3f}" for _, w, _ in st))
+            cells.append(" / ".join(f"{g:+d}" for _, _, g in st))
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(results: Mapping[str, Any], names: Sequence[str]) -> str:
     """A Markdown table: salience - window per held-out domain at 10% / 25%, mean and worst."""
-    lines = []
+    lines = ["**summary** (salience − window, system + 10% / + 25%)\n", summary(results, names)]
     for definition in DEFINITIONS:
         domains = [d for d in DOMAINS if any(d in results.get(n, {}) for n in names)]
         lines.append(f"\n**{definition}, salience − window** (system + 10% / + 25%)\n")
         lines.append("| candidate | " + " | ".join(domains) + " | mean | worst |")
         lines.append("|---|" + "---|" * (len(domains) + 2))
         for n in names:
-            row, per_f = [], {f: [] for f in FRACTIONS}
+            row: list[str] = []
+            per_f: dict[float, list[float]] = {f: [] for f in FRACTIONS}
             for d in domains:
                 cell = results.get(n, {}).get(d)
                 if cell is None or _delta(cell, definition, FRACTIONS[0]) != _delta(cell, definition, FRACTIONS[0]):

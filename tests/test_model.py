@@ -190,18 +190,3 @@ def test_the_default_estimator_follows_what_it_is_trained_on(samples: list[Trans
     assert ImportanceScorer(features=plain, cv=2, calibration="isotonic").fit(chats).calibration_ == "isotonic"
     given = _fast(cv=2).fit(chats)  # an estimator passed in is used whatever the data
     assert given.kind_ == "conversation" and isinstance(given.prior_model_.estimator, HistGradientBoostingClassifier)
-
-
-def test_sample_weight_is_one_per_transcript(samples: list[Transcript]) -> None:
-    plain = _fast().fit(samples)
-    ones = _fast().fit(samples, sample_weight=np.ones(len(samples)))
-    for t in samples[:3]:  # weights of one are no weights
-        np.testing.assert_allclose(ones.score(t), plain.score(t))
-    heavy = np.ones(len(samples))
-    heavy[0] = 50.0
-    weighted = _fast().fit(samples, sample_weight=heavy)
-    assert not np.allclose(weighted.score(samples[0]), plain.score(samples[0]))
-    with pytest.raises(ValueError, match="one weight >= 0 per transcript"):
-        _fast().fit(samples, sample_weight=np.ones(len(samples) + 1))
-    with pytest.raises(ValueError, match="one weight >= 0 per transcript"):
-        _fast().fit(samples, sample_weight=-np.ones(len(samples)))

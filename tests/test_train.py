@@ -99,23 +99,3 @@ def test_train_command_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_train_command_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", str(tmp_path / "nope"), "--out", str(tmp_path / "x.salience"), "--no-track"]) == 2
     assert "no such file" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("exponent", [0.0, 0.5, 1.0], ids=["alike", "sqrt", "as-they-come"])
-def test_domain_weights_give_each_domain_its_share_of_rows(exponent: float) -> None:
-    import numpy as np
-
-    from salience.scorer.model import build_rows
-    from salience.training.train import domain_weights
-
-    data, _ = prepare_transcripts(load_transcripts(SAMPLES))
-    rows = build_rows(data, FeatureExtractor(use_embeddings=False).fit(), query=False)
-    w = domain_weights(data, exponent)
-    assert w.shape == (len(data),) and (w > 0).all()
-    per_row = w[rows.groups]
-    assert per_row.mean() == pytest.approx(1.0)  # the mean row weighs one
-    domains = np.array([t.domain or "" for t in data])[rows.groups]
-    names = sorted(set(domains))
-    n = np.array([(domains == d).sum() for d in names], dtype=float)
-    total = np.array([per_row[domains == d].sum() for d in names])
-    np.testing.assert_allclose(total / total.sum(), n**exponent / (n**exponent).sum())

@@ -247,35 +247,27 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
             return conversation_estimator(self.random_state)
         return default_estimator(self.random_state)
 
-    def _fit_one(
-        self, rows: TrainingRows, prefix: str, weight: np.ndarray | None = None
-    ) -> tuple[Any, dict[str, float]]:
+    def _fit_one(self, rows: TrainingRows, prefix: str) -> tuple[Any, dict[str, float]]:
         """One model on ``rows``, calibrated on grouped out-of-fold predictions, and the
         cross-validated metrics those same predictions give (names start with ``cv_<prefix>_``).
-        ``weight``, one per transcript, weighs each row the estimator fits on.
         """
         groups = np.unique(rows.groups)
         oof = np.full(len(rows.y), np.nan)
-        w = None if weight is None else np.asarray(weight, dtype=float)[rows.groups]
         # OpenMP threads cost more than they give below ~100k rows (and much more on a busy machine)
         with one_thread("openmp", when=len(rows.y) < 100_000):
-            return self._fit_folds(rows, groups, oof, prefix, w)
+            return self._fit_folds(rows, groups, oof, prefix)
 
     def _fit_folds(
-        self, rows: TrainingRows, groups: np.ndarray, oof: np.ndarray, prefix: str, w: np.ndarray | None = None
+        self, rows: TrainingRows, groups: np.ndarray, oof: np.ndarray, prefix: str
     ) -> tuple[Any, dict[str, float]]:
         from sklearn.model_selection import GroupKFold
-
-        def fit(idx: Any) -> Any:
-            extra = {} if w is None else {"sample_weight": w[idx]}
-            return self._new_estimator().fit(rows.X[idx], rows.y[idx], **extra)
 
         if len(groups) >= 2:
             for tr, te in GroupKFold(n_splits=min(self.cv, len(groups))).split(rows.X, rows.y, rows.groups):
                 if 0 < rows.y[tr].sum() < len(tr):
-                    est = fit(tr)
+                    est = self._new_estimator().fit(rows.X[tr], rows.y[tr])
                     oof[te] = _predict(est, rows.X[te])
-        model = fit(slice(None))
+        model = self._new_estimator().fit(rows.X, rows.y)
         ok = ~np.isnan(oof)
         metrics: dict[str, float] = {}
         if ok.sum() and 0 < rows.y[ok].sum() < ok.sum():
@@ -284,16 +276,12 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
                 model = _Calibrated(model, _calibrator(self.calibration_, oof[ok], rows.y[ok]))
         return model, metrics
 
-    def fit(
-        self, transcripts: Iterable[Transcript], y: Any = None, *, progress: bool = False,
-        sample_weight: Sequence[float] | np.ndarray | None = None,
-    ) -> ImportanceScorer:
+    def fit(self, transcripts: Iterable[Transcript], y: Any = None, *, progress: bool = False) -> ImportanceScorer:
         """Learn from labelled transcripts; returns ``self``.
 
         Every transcript must carry entry labels or queries with evidence; one that
         has neither is an error naming it (label agent logs first with
-        :func:`salience.scorer.labels.label` or ``salience label``). ``sample_weight``,
-        one per transcript, weighs every row built from it (as the estimators fit them).
+        :func:`salience.scorer.labels.label` or ``salience label``).
         """
         from salience.transcript import Transcript
 
@@ -311,10 +299,6 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
                     f"transcript {t.id!r} has no entry labels and no queries with evidence: label it first "
                     "(salience.scorer.labels.label or `salience label`)"
                 )
-        weight = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        if weight is not None and (weight.shape != (len(transcripts),) or not np.all(weight >= 0)):
-            raise ParameterError(f"sample_weight must hold one weight >= 0 per transcript ({len(transcripts)}; "
-                                 f"got shape {weight.shape})")
         features = self.features if self.features is not None else FeatureExtractor()
         self.features_ = clone(features).fit()
         # What the default estimator is fitted to: conversations (no transcript acts) or agents.
@@ -330,10 +314,10 @@ class ImportanceScorer(BaseEstimator):  # type: ignore[misc]
                 "fit needs both needed and not-needed entries among the labels "
                 f"(got {int(prior_rows.y.sum())} needed of {len(prior_rows)} rows)"
             )
-        self.prior_model_, cv_metrics = self._fit_one(prior_rows, "prior", weight)
+        self.prior_model_, cv_metrics = self._fit_one(prior_rows, "prior")
         self.query_model_ = None
         if len(query_rows) and 0 < query_rows.y.sum() < len(query_rows):
-            self.query_model_, query_metrics = self._fit_one(query_rows, "query", weight)
+            self.query_model_, query_metrics = self._fit_one(query_rows, "query")
             cv_metrics.update(query_metrics)
         self.cv_metrics_ = cv_metrics
         self.feature_names_ = list(BASE_FEATURES)

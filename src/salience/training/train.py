@@ -28,7 +28,7 @@ from salience.errors import ParameterError, ScorerError
 from salience.scorer.model import ImportanceScorer
 from salience.transcript import Transcript
 
-__all__ = ["TrainReport", "domain_weights", "prepare_transcripts", "train_scorer"]
+__all__ = ["TrainReport", "prepare_transcripts", "train_scorer"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -79,36 +79,6 @@ def prepare_transcripts(
             out.append(label(t, mode=mode))
             labeled += 1
     return out, labeled
-
-
-def _rows(transcript: Transcript, cut_points: int) -> int:
-    """How many prior rows :func:`salience.scorer.model.build_rows` makes of ``transcript``."""
-    entries = transcript.entries
-    if any(e.meta.get("used_by") is not None for e in entries):
-        steps = [i for i, e in enumerate(entries) if e.role == "assistant" and i > 0]
-        if len(steps) > cut_points:
-            picks = np.linspace(0, len(steps) - 1, cut_points).round().astype(int)
-            steps = [steps[i] for i in sorted(set(picks.tolist()))]
-        return sum(steps)
-    if any(e.label is not None for e in entries):
-        return sum(e.label is not None for e in entries)
-    return len(entries)
-
-
-def domain_weights(transcripts: Sequence[Transcript], exponent: float, *, cut_points: int = 6) -> np.ndarray:
-    """One weight per transcript, so that each domain's rows weigh in total in proportion
-    to their number to the power ``exponent`` (1: as they come; 0: every domain alike;
-    0.5 between), with a mean row weight of 1. Transcripts without a domain share one."""
-    if not transcripts:
-        return np.zeros(0)
-    rows = np.array([_rows(t, cut_points) for t in transcripts], dtype=float)
-    keys = [t.domain or "" for t in transcripts]
-    per_domain: dict[str, float] = {}
-    for k, n in zip(keys, rows):
-        per_domain[k] = per_domain.get(k, 0.0) + n
-    w = np.array([per_domain[k] ** exponent / per_domain[k] if per_domain[k] else 0.0 for k in keys])
-    total = float((w * rows).sum())
-    return w * (rows.sum() / total) if total else np.ones(len(transcripts))
 
 
 def train_scorer(
