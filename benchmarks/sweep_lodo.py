@@ -126,6 +126,9 @@ CANDIDATES: dict[str, Candidate] = {
     "base-split-1": ("the base model, trained on the 75% of groups that split seed 1 keeps (noise floor)",
                      None, None, {"split_seed": 1}),
     "base-split-2": ("the same with split seed 2", None, None, {"split_seed": 2}),
+    # the best candidate on the same two splits: is its edge over base there too?
+    "cuts-12-split-1": ("12 cuts, split seed 1", None, None, {"cut_points": 12, "split_seed": 1}),
+    "cuts-12-split-2": ("12 cuts, split seed 2", None, None, {"cut_points": 12, "split_seed": 2}),
 }
 
 
