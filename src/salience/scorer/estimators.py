@@ -7,8 +7,9 @@ given none: which one depends on what it is trained on (``ImportanceScorer.kind_
   and shallow boosted trees.
 
 Both were picked by recall on data the scorer never saw (``benchmarks/bench_unseen.py``
-leaves one tool-use set out; ``benchmarks/bench_locomo_splits.py`` leaves two LoCoMo
-conversations out), not by in-sample AUC.
+and ``benchmarks/sweep_lodo.py`` leave one tool-use set out;
+``benchmarks/bench_locomo_splits.py`` leaves two LoCoMo conversations out), not by
+in-sample AUC.
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ CONVERSATION_C = 0.1
 
 def default_estimator(random_state: int | None) -> Any:
     """The default for agent transcripts: histogram gradient-boosted trees of up to 31
-    leaves. Hindsight labels give hundreds of thousands of rows across domains, enough
-    for trees this deep to transfer to a domain left out."""
+    leaves. Hindsight labels give tens of thousands of rows across domains, enough for
+    trees this deep to transfer to a domain left out.
+
+    Kept after a leave-one-data-set-out sweep (``benchmarks/sweep_lodo.py``, BENCHMARKS.md):
+    shallower or more regularised trees, monotonic constraints, a soft vote with a logistic
+    regression, Platt calibration, domain-balanced row weights and more history cuts all
+    moved salience minus the window by less than retraining this model on another 75% of
+    the groups does."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     return HistGradientBoostingClassifier(
