@@ -30,9 +30,10 @@ bootstrap interval over transcripts (:func:`salience.bench.independent.paired_bo
 2,000 resamples of the held-out transcripts, seed 0; steps within a transcript are not
 independent), and each fraction counts the domains whose lower bound is above 0 and
 above the target, window + 0.10 (no interval on the mean: the domains are different
-populations). Writes everything to ``benchmarks/out/unseen.json``. ``--track`` logs each held-out scorer's training run
-and its unseen figures to MLflow (``salience.training.tracking``). Not part of the
-tests. From the repository root::
+populations). Writes everything to ``benchmarks/out/unseen.json`` (the per-transcript
+counts behind the intervals for the salience rows and the window only, each list on one
+line). ``--track`` logs each held-out scorer's training run and its unseen figures to
+MLflow (``salience.training.tracking``). Not part of the tests. From the repository root::
 
     python benchmarks/bench_unseen.py [--data ../shared/data] [--max-steps 6] [--domains mint,swe-agent]
 """
@@ -44,6 +45,7 @@ import hashlib
 import json
 import math
 import platform
+import re
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -308,6 +310,13 @@ def summarise(reports: Mapping[str, Mapping[str, Any]], fractions: Sequence[floa
     return out
 
 
+def one_line_lists(text: str) -> str:
+    """Indented JSON with every list of integers on one line (the per-transcript counts); the
+    newlines it matches cannot be inside a JSON string."""
+    return re.sub(r"\[\n\s*-?\d+(?:,\n\s*-?\d+)*\n\s*\]",
+                  lambda m: re.sub(r"\s+", "", m.group()).replace(",", ", "), text)
+
+
 def _json(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -316,8 +325,15 @@ def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Seq
                   fractions: Sequence[float]) -> Table:
     fig = summary[key]
     worst_word = "most" if key in COUNTS else "worst"
+    caption = "cells: " + " / ".join(pct(f) for f in fractions)
+    first = fig.get("salience_minus_window", {}).get(str(fractions[0]), {})
+    if "ci" in first:
+        caption += (f"; CI: {BOOTSTRAP['confidence']:.0%} paired percentile bootstrap over the transcripts with "
+                    f"references (" + ", ".join(f"{d} {ci['transcripts']:,}" for d, ci in first["ci"].items()
+                                                if ci is not None)
+                    + f"), {BOOTSTRAP['resamples']:,} resamples; over few transcripts it understates the spread")
     table = Table(title=f"{title}: per held-out domain, mean and {worst_word}", title_justify="left",
-                  caption="cells: " + " / ".join(pct(f) for f in fractions), caption_justify="left")
+                  caption=caption, caption_justify="left")
     table.add_column("method", no_wrap=True)
     for d in domains:
         table.add_column(d, justify="right", no_wrap=True)
@@ -517,7 +533,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tracked": tracked, "timings": timings, "domains": reports, "summary": summary,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=str) + "\n", encoding="utf-8")
+    for domain_report in reports.values():  # the counts behind the intervals; the others' would only weigh
+        for r in domain_report["results"]:
+            if r["method"] not in (SALIENCE, SAME_UNITS, DEFAULT, WINDOW):
+                r.pop("by_transcript", None)
+    args.out.write_text(one_line_lists(json.dumps(out, indent=1, default=str)) + "\n", encoding="utf-8")
     note(f"wrote {args.out}")
     return 0
 
