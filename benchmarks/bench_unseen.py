@@ -24,10 +24,16 @@ under ``benchmarks/out/lodo/``, keyed by a hash of the training files, the score
 and training sources and the training parameters (``--retrain`` forces a new one).
 
 Prints a table per held-out domain, one per figure across domains with the mean and
-the worst, and salience minus the window per domain; writes everything to
-``benchmarks/out/unseen.json``. ``--track`` logs each held-out scorer's training run
-and its unseen figures to MLflow (``salience.training.tracking``). Not part of the
-tests. From the repository root::
+the worst, and salience minus the window per domain; for the reference recalls
+(independent and ours), each domain's difference carries a 95% paired percentile
+bootstrap interval over transcripts (:func:`salience.bench.independent.paired_bootstrap`:
+2,000 resamples of the held-out transcripts, seed 0; steps within a transcript are not
+independent), and each fraction counts the domains whose lower bound is above 0 and
+above the target, window + 0.10 (no interval on the mean: the domains are different
+populations). Writes everything to ``benchmarks/out/unseen.json`` (the per-transcript
+counts behind the intervals for the salience rows and the window only, each list on one
+line). ``--track`` logs each held-out scorer's training run and its unseen figures to
+MLflow (``salience.training.tracking``). Not part of the tests. From the repository root::
 
     python benchmarks/bench_unseen.py [--data ../shared/data] [--max-steps 6] [--domains mint,swe-agent]
 """
@@ -39,6 +45,7 @@ import hashlib
 import json
 import math
 import platform
+import re
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,7 +62,13 @@ from rich.console import Console
 from rich.table import Table
 
 from salience import Compactor, ImportanceScorer, TokenCounter, Transcript, default_scorer, load_transcripts
-from salience.bench.independent import IndependentReport, baseline_selectors, compactor_selector, evaluate
+from salience.bench.independent import (
+    IndependentReport,
+    baseline_selectors,
+    compactor_selector,
+    evaluate,
+    paired_bootstrap,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_TOKENS = TokenCounter("cl100k_base", message_overhead=0, call_overhead=0)
@@ -71,8 +84,14 @@ SALIENCE = "salience"
 SAME_UNITS = "salience, text tokens"
 DEFAULT = "default (in-domain)"
 WINDOW = "window"
+#: Issue #14's target: salience above the window by this much in every held-out domain.
+TARGET = 0.10
+#: The paired bootstrap of salience − window, over transcripts.
+BOOTSTRAP: Mapping[str, Any] = {"confidence": 0.95, "resamples": 2000, "seed": 0}
+#: The figures whose differences get an interval, and the definition each counts.
+INTERVALS = {"independent_micro": "independent", "ours_micro": "ours"}
 
-console = Console(width=200)
+console = Console(width=220)  # the delta tables carry an interval per domain
 
 
 def note(text: str) -> None:
@@ -230,9 +249,28 @@ def _by_method(report: Mapping[str, Any]) -> dict[str, dict[float, Mapping[str, 
     return out
 
 
+def interval(report: Mapping[str, Any], method: str, fraction: float, definition: str) -> dict[str, Any] | None:
+    """``method`` − the window's micro recall under ``definition`` in one domain's report, with
+    its paired bootstrap interval over transcripts (``PairedDifference.to_dict()``); ``None``
+    where the report has no per-transcript counts or no transcript with references."""
+    by = _by_method(report)
+    if method not in by or WINDOW not in by:
+        return None
+    a, b = by[method][fraction].get("by_transcript"), by[WINDOW][fraction].get("by_transcript")
+    if a is None or b is None:
+        return None
+    a, b = a[definition], b[definition]
+    if a["refs"] != b["refs"]:
+        raise ValueError(f"{method} and {WINDOW} were not scored on the same references")
+    d = paired_bootstrap(a["seen"], b["seen"], a["refs"], **BOOTSTRAP)
+    return d.to_dict() if d.transcripts else None
+
+
 def summarise(reports: Mapping[str, Mapping[str, Any]], fractions: Sequence[float]) -> dict[str, Any]:
     """Per figure, method and fraction: the value per domain, the mean and the worst over
-    the domains where it is defined; and salience minus the window, per domain, mean, worst."""
+    the domains where it is defined; and salience minus the window, per domain, mean, worst,
+    with (for the reference recalls) each domain's bootstrap interval (``ci``) and how many
+    domains have its lower bound above 0 and above ``TARGET``."""
     out: dict[str, Any] = {}
     methods = list(dict.fromkeys(m for rep in reports.values() for m in _by_method(rep)))
     for key, _ in FIGURES:
@@ -260,9 +298,23 @@ def summarise(reports: Mapping[str, Mapping[str, Any]], fractions: Sequence[floa
                                  "mean": sum(diffs.values()) / len(diffs) if diffs else None,
                                  "worst": min(diffs.values()) if diffs else None,
                                  "worst_domain": min(diffs, key=lambda d: diffs[d]) if diffs else None}
+                if key in INTERVALS:
+                    cis = {d: interval(reports[d], method, f, INTERVALS[key]) for d in diffs}
+                    lows = {d: ci["low"] for d, ci in cis.items() if ci is not None and ci["low"] is not None}
+                    delta[str(f)].update(
+                        ci=cis, ci_domains=len(lows),
+                        lower_above_0=sorted(d for d, low in lows.items() if low > 0),
+                        lower_above_target=sorted(d for d, low in lows.items() if low > TARGET))
             fig[name] = delta
         out[key] = fig
     return out
+
+
+def one_line_lists(text: str) -> str:
+    """Indented JSON with every list of integers on one line (the per-transcript counts); the
+    newlines it matches cannot be inside a JSON string."""
+    return re.sub(r"\[\n\s*-?\d+(?:,\n\s*-?\d+)*\n\s*\]",
+                  lambda m: re.sub(r"\s+", "", m.group()).replace(",", ", "), text)
 
 
 def _json(x: float) -> float | None:
@@ -273,8 +325,15 @@ def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Seq
                   fractions: Sequence[float]) -> Table:
     fig = summary[key]
     worst_word = "most" if key in COUNTS else "worst"
+    caption = "cells: " + " / ".join(pct(f) for f in fractions)
+    first = fig.get("salience_minus_window", {}).get(str(fractions[0]), {})
+    if "ci" in first:
+        caption += (f"; CI: {BOOTSTRAP['confidence']:.0%} paired percentile bootstrap over the transcripts with "
+                    f"references (" + ", ".join(f"{d} {ci['transcripts']:,}" for d, ci in first["ci"].items()
+                                                if ci is not None)
+                    + f"), {BOOTSTRAP['resamples']:,} resamples; over few transcripts it understates the spread")
     table = Table(title=f"{title}: per held-out domain, mean and {worst_word}", title_justify="left",
-                  caption="cells: " + " / ".join(pct(f) for f in fractions), caption_justify="left")
+                  caption=caption, caption_justify="left")
     table.add_column("method", no_wrap=True)
     for d in domains:
         table.add_column(d, justify="right", no_wrap=True)
@@ -296,7 +355,47 @@ def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Seq
         label = {"salience_minus_window": f"{SALIENCE} − window",
                  "salience_text_minus_window": f"{SAME_UNITS} − window"}.get(method, method)
         table.add_row(label, *row, style="bold" if method in (SALIENCE, SAME_UNITS) or delta else None)
+        for f in fractions if delta else ():
+            ci_row = ci_cells(per_f[str(f)], domains)
+            if ci_row is not None:
+                table.add_row(f"  {pct(f)}, {100 * BOOTSTRAP['confidence']:g}% CI", *ci_row, style="dim")
     return table
+
+
+def ci_cells(delta: Mapping[str, Any], domains: Sequence[str]) -> list[str] | None:
+    """A delta's per-domain ``+0.099 [+0.061, +0.140]`` cells, then how many domains have the
+    lower bound above 0 and above the target (in the mean and worst columns); ``None`` without
+    intervals."""
+    if "ci" not in delta:
+        return None
+
+    def text(ci: Mapping[str, Any] | None) -> str:
+        if ci is None:
+            return "-"
+        low, high = (("-" if ci[k] is None else f"{ci[k]:+.3f}") for k in ("low", "high"))
+        return f"{ci['difference']:+.3f} [{low}, {high}]"
+
+    n = delta["ci_domains"]
+    return [text(delta["ci"].get(d)) for d in domains] + [
+        f"low > 0: {len(delta['lower_above_0'])} of {n}",
+        f"low > +{TARGET:.2f}: {len(delta['lower_above_target'])} of {n}"]
+
+
+def ci_notes(summary: Mapping[str, Any], fractions: Sequence[float]) -> list[str]:
+    """Per reference figure, row and fraction, the domains whose interval's lower bound is
+    above 0 and above the target."""
+    lines = []
+    for key, definition in INTERVALS.items():
+        for name, label in (("salience_minus_window", SALIENCE), ("salience_text_minus_window", SAME_UNITS)):
+            for f in fractions:
+                delta = summary.get(key, {}).get(name, {}).get(str(f))
+                if not delta or "ci" not in delta:
+                    continue
+                lines.append(f"{label} − window, {definition}, at {pct(f)}: {BOOTSTRAP['confidence']:.0%} lower "
+                             f"bound above 0 in {len(delta['lower_above_0'])} of {delta['ci_domains']} domains "
+                             f"({', '.join(delta['lower_above_0']) or 'none'}), above +{TARGET:.2f} in "
+                             f"{len(delta['lower_above_target'])} ({', '.join(delta['lower_above_target']) or 'none'})")
+    return lines
 
 
 # --------------------------------------------------------------------------
@@ -412,6 +511,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarise(reports, args.fractions)
     for key, title in FIGURES:
         console.print(summary_table(key, title, summary, list(args.domains), args.fractions))
+    for line in ci_notes(summary, args.fractions):
+        note(line)
     timings["total"] = round(time.perf_counter() - started, 1)
     timings["total_without_training"] = round(timings["total"] - sum(
         v for d, v in timings["train"].items() if not infos[d]["cached"]), 1)
@@ -428,10 +529,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     DEFAULT: "Compactor(scorer=default_scorer()): trained on every set, so in-domain",
                     **{m: "baseline, salience.bench.independent" for m in baseline_selectors()}},
         "training": {d: {k: v for k, v in infos[d].items()} for d in args.domains},
+        "bootstrap": {**BOOTSTRAP, "method": "percentile, paired", "unit": "transcript", "target": TARGET},
         "tracked": tracked, "timings": timings, "domains": reports, "summary": summary,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=str) + "\n", encoding="utf-8")
+    for domain_report in reports.values():  # the counts behind the intervals; the others' would only weigh
+        for r in domain_report["results"]:
+            if r["method"] not in (SALIENCE, SAME_UNITS, DEFAULT, WINDOW):
+                r.pop("by_transcript", None)
+    args.out.write_text(one_line_lists(json.dumps(out, indent=1, default=str)) + "\n", encoding="utf-8")
     note(f"wrote {args.out}")
     return 0
 

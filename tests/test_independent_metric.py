@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from salience.bench.independent import (
     message_text,
     messages_tokens,
     observation_masking,
+    paired_bootstrap,
     reference_strings,
     sliding_window,
     tool_pairing_errors,
@@ -471,3 +473,95 @@ def test_the_runner_spreads_at_most_max_steps_per_transcript() -> None:
 
 def test_visible_is_a_plain_substring_test() -> None:
     assert visible(["ZFA04Y", "zfa04y", "Boston"], AIRLINE[:2]) == 2
+
+
+# --------------------------------------------------------------------------
+# paired bootstrap over transcripts
+# --------------------------------------------------------------------------
+
+
+def test_the_runner_keeps_per_transcript_counts_that_add_up_to_the_totals() -> None:
+    def refuses(messages: Any, budget: int) -> Any:
+        raise BudgetError("no", budget=budget, required=budget + 1)
+
+    def everything(messages: Any, budget: int) -> Any:
+        return messages
+
+    report = evaluate(_transcripts(), {"everything": everything, "refuses": refuses}, (1.0,), counter=words,
+                      reference=None)
+    assert report.transcript_ids == ("air", "code")
+    for method in ("everything", "refuses"):
+        r = report.result(method, 1.0)
+        for recall, counts in ((r.independent, r.independent_by_transcript), (r.ours, r.ours_by_transcript)):
+            assert len(counts.seen) == len(counts.refs) == 2
+            assert (sum(counts.seen), sum(counts.refs)) == (recall.seen, recall.refs)
+        assert r.independent_by_transcript.refs == (8, 0)  # the coding transcript calls no tool with a reference
+        assert r.to_dict()["by_transcript"]["independent"] == {"seen": list(r.independent_by_transcript.seen),
+                                                                "refs": [8, 0]}
+    assert report.to_dict()["transcript_ids"] == ["air", "code"]
+    d = report.difference("everything", "refuses", 1.0, "ours")
+    assert math.isclose(d.difference, report.result("everything", 1.0).ours.micro)  # 1.0 - 0.0 ... over ours' refs
+    assert d.transcripts == 2 and d.low <= d.difference <= d.high
+    single = report.difference("everything", "refuses", 1.0)  # one transcript has independent references
+    assert single.difference == 1.0 and single.transcripts == 1 and math.isnan(single.low)
+    with pytest.raises(ValueError, match="definition"):
+        report.difference("everything", "refuses", 1.0, "code")
+
+
+def test_bootstrap_of_a_method_against_itself_is_zero_with_a_degenerate_interval() -> None:
+    seen, refs = [3, 0, 5, 2, 7], [4, 2, 5, 6, 9]
+    d = paired_bootstrap(seen, seen, refs)
+    assert (d.difference, d.low, d.high) == (0.0, 0.0, 0.0)
+    assert str(d) == "+0.000 [+0.000, +0.000]" and d.transcripts == 5 and d.resamples == 2000
+
+
+def test_bootstrap_of_a_method_that_sees_everything_is_the_baselines_miss_share() -> None:
+    refs = [4, 2, 5, 6, 9, 3]
+    baseline = [3, 0, 5, 2, 7, 1]
+    d = paired_bootstrap(refs, baseline, refs)
+    assert math.isclose(d.difference, 1 - sum(baseline) / sum(refs))  # 11 of 29 missed
+    assert 0.0 < d.low <= d.difference <= d.high <= 1.0
+    assert d.to_dict()["difference"] == d.difference
+
+
+def test_bootstrap_interval_contains_the_estimate_narrows_with_more_transcripts_and_is_seeded() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    refs = rng.integers(1, 12, 400)
+    seen, baseline = rng.binomial(refs, 0.6), rng.binomial(refs, 0.45)
+    few = paired_bootstrap(seen[:40], baseline[:40], refs[:40])
+    many = paired_bootstrap(seen, baseline, refs)
+    for d in (few, many):
+        assert d.low < d.difference < d.high
+    assert many.high - many.low < few.high - few.low
+    assert paired_bootstrap(seen, baseline, refs) == many  # a fixed seed
+    assert paired_bootstrap(seen, baseline, refs, seed=1) != many
+    assert paired_bootstrap(seen, baseline, refs, confidence=0.5).high < many.high
+
+
+def test_bootstrap_resamples_transcripts_not_steps() -> None:
+    # One transcript carries the whole difference: resamples without it show none, so the
+    # interval is wide, though it pools as many references as the even case below.
+    dominated = paired_bootstrap([100] + [5] * 9, [0] + [5] * 9, [100] + [10] * 9)
+    assert math.isclose(dominated.difference, 100 / 190)
+    assert dominated.low <= 0.0 and dominated.high - dominated.low > 0.5
+    # The same totals spread evenly over the transcripts: every resample agrees.
+    even = paired_bootstrap([15] * 10, [5] * 10, [19] * 10)
+    assert math.isclose(even.difference, dominated.difference)
+    assert even.high - even.low < 1e-9
+
+
+def test_bootstrap_leaves_out_transcripts_without_references_and_checks_its_input() -> None:
+    assert paired_bootstrap([2, 0, 1], [1, 0, 1], [2, 0, 3]).transcripts == 2
+    empty = paired_bootstrap([0, 0], [0, 0], [0, 0])
+    assert empty.transcripts == 0 and math.isnan(empty.difference) and str(empty) == "- [-, -]"
+    assert empty.to_dict()["low"] is None
+    with pytest.raises(ValueError, match="lengths"):
+        paired_bootstrap([1, 2], [1], [2, 2])
+    with pytest.raises(ValueError, match="seen <= refs"):
+        paired_bootstrap([3], [1], [2])
+    with pytest.raises(ValueError, match="confidence"):
+        paired_bootstrap([1, 1], [1, 1], [2, 2], confidence=95)
+    with pytest.raises(ValueError, match="resamples"):
+        paired_bootstrap([1, 1], [1, 1], [2, 2], resamples=0)

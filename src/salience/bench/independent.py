@@ -9,7 +9,8 @@ code support for coding agents, real baselines over OpenAI message lists, and a 
   on the message list (:func:`sliding_window`, :func:`observation_masking`,
   :func:`keep_last_tool_results`, :func:`value_stub_masking`, by name
   :func:`baseline_selectors`; :func:`compactor_selector` wraps a Compactor);
-* here: the results (:class:`IndependentReport`) and the runner (:func:`evaluate`).
+* here: the results (:class:`IndependentReport`), the runner (:func:`evaluate`) and a
+  paired bootstrap over transcripts (:func:`paired_bootstrap`).
 
 This module re-exports every public name of the other two, so
 ``from salience.bench.independent import sliding_window`` keeps working.
@@ -24,7 +25,9 @@ the benchmark and the labels agree with each other.
 measured step and fraction, and returns an :class:`IndependentReport`: per method
 and fraction, recall by both definitions (ours: :func:`salience.scorer.labels.step_references`,
 as ``salience bench`` counts it), user-given recall, code support, actions kept
-(against the window), ``BudgetError`` and over-budget counts.
+(against the window), ``BudgetError`` and over-budget counts; and per transcript, the
+references seen of both definitions, from which :meth:`IndependentReport.difference` puts a
+paired bootstrap interval on one method minus another (:func:`paired_bootstrap`).
 
 >>> history = [
 ...     {"role": "system", "content": "You are an airline agent."},
@@ -100,8 +103,10 @@ __all__ = [
     "IndependentReport",
     "IndependentStep",
     "MethodResult",
+    "PairedDifference",
     "Recall",
     "Selector",
+    "TranscriptCounts",
     "actions",
     "actions_kept",
     "baseline_selectors",
@@ -118,6 +123,7 @@ __all__ = [
     "message_tokens",
     "messages_tokens",
     "observation_masking",
+    "paired_bootstrap",
     "reference_strings",
     "sliding_window",
     "tool_pairing_errors",
@@ -172,6 +178,91 @@ def _json_float(x: float) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
+class TranscriptCounts:
+    """One method's references under one definition, per transcript (in the order of
+    :attr:`IndependentReport.transcript_ids`): ``seen`` of ``refs`` visible, summed over
+    the transcript's measured steps (0 and 0 where it has none)."""
+
+    seen: tuple[int, ...] = ()
+    refs: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seen": list(self.seen), "refs": list(self.refs)}
+
+
+@dataclass(frozen=True, slots=True)
+class PairedDifference:
+    """One method's micro recall minus another's on the same references, with a percentile
+    bootstrap interval over transcripts (:func:`paired_bootstrap`). ``low`` and ``high`` are
+    ``nan`` with fewer than two transcripts that have references (no spread to measure)."""
+
+    difference: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    transcripts: int
+
+    def __str__(self) -> str:
+        def signed(x: float) -> str:
+            return f"{x:+.3f}" if math.isfinite(x) else "-"
+
+        return f"{signed(self.difference)} [{signed(self.low)}, {signed(self.high)}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"difference": _json_float(self.difference), "low": _json_float(self.low),
+                "high": _json_float(self.high), "confidence": self.confidence, "resamples": self.resamples,
+                "transcripts": self.transcripts}
+
+
+def paired_bootstrap(seen: Sequence[int], baseline_seen: Sequence[int], refs: Sequence[int], *,
+                     confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> PairedDifference:
+    """Micro recall of a method minus a baseline's, and its percentile bootstrap interval.
+
+    Each sequence holds one count per transcript: the references the method saw, those the
+    baseline saw, and the references (the same for both: :func:`evaluate` scores every
+    method on the same steps). The difference is ``(sum(seen) - sum(baseline_seen)) /
+    sum(refs)``. The interval resamples *transcripts* with replacement (the unit of
+    independence: the steps of one transcript are correlated), the same ones for both
+    methods (paired), and takes the percentiles of the difference over ``resamples``
+    resamples (:func:`scipy.stats.bootstrap`, ``method="percentile"``); ``seed`` fixes them.
+    Transcripts without references carry no information and are left out.
+
+    >>> d = paired_bootstrap([3, 2, 4, 1], [1, 2, 2, 1], [4, 4, 5, 2])
+    >>> round(d.difference, 3), d.transcripts  # (10 - 6) / 15
+    (0.267, 4)
+    >>> d.low <= d.difference <= d.high
+    True
+    >>> str(paired_bootstrap([1, 2, 0], [1, 2, 0], [2, 3, 0]))  # the same method: no difference, no spread
+    '+0.000 [+0.000, +0.000]'
+    """
+    s, b, r = (np.asarray(x, dtype=np.int64) for x in (seen, baseline_seen, refs))
+    if not s.shape == b.shape == r.shape or s.ndim != 1:
+        raise ParameterError(f"paired_bootstrap: seen, baseline_seen and refs must be three sequences of one "
+                             f"count per transcript (got lengths {len(s)}, {len(b)}, {len(r)})")
+    if (s < 0).any() or (b < 0).any() or (s > r).any() or (b > r).any():
+        raise ParameterError("paired_bootstrap: counts must satisfy 0 <= seen <= refs per transcript")
+    if not 0.0 < confidence < 1.0 or isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+        raise ParameterError(f"paired_bootstrap: confidence must be in (0, 1) and resamples a positive int "
+                             f"(got {confidence!r}, {resamples!r})")
+    keep = r > 0
+    s, b, r = s[keep], b[keep], r[keep]
+    n = int(keep.sum())
+    point = float((s.sum() - b.sum()) / r.sum()) if n else math.nan
+    low = high = math.nan
+    if n >= 2:
+        from scipy.stats import bootstrap
+
+        def diff(s: np.ndarray, b: np.ndarray, r: np.ndarray, axis: int = -1) -> np.ndarray:
+            return (s.sum(axis=axis) - b.sum(axis=axis)) / r.sum(axis=axis)
+
+        ci = bootstrap((s, b, r), diff, n_resamples=resamples, vectorized=True, paired=True,
+                       confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed))
+        low, high = float(ci.confidence_interval.low), float(ci.confidence_interval.high)
+    return PairedDifference(point, low, high, confidence, resamples, n)
+
+
+@dataclass(frozen=True, slots=True)
 class MethodResult:
     """Every figure of one method at one budget ``fraction``.
 
@@ -189,6 +280,8 @@ class MethodResult:
     in text tokens (no answer either: providers refuse an empty list), ``over_budget`` how
     many returned more tokens than the budget, ``invalid`` how many broke tool pairing (:func:`tool_pairing_errors`)
     where the input did not. ``seconds`` is the time spent inside the selector.
+    ``independent_by_transcript`` and ``ours_by_transcript`` split ``independent`` and
+    ``ours`` by transcript (:class:`TranscriptCounts`), for :func:`paired_bootstrap`.
     """
 
     method: str
@@ -210,6 +303,8 @@ class MethodResult:
     over_budget: int = 0
     invalid: int = 0
     seconds: float = 0.0
+    independent_by_transcript: TranscriptCounts = field(default_factory=TranscriptCounts)
+    ours_by_transcript: TranscriptCounts = field(default_factory=TranscriptCounts)
 
     @property
     def actions_share(self) -> float:
@@ -228,6 +323,8 @@ class MethodResult:
             "empty_fitting": self.empty_fitting,
             "over_budget": self.over_budget,
             "invalid": self.invalid, "seconds": round(self.seconds, 3),
+            "by_transcript": {"independent": self.independent_by_transcript.to_dict(),
+                              "ours": self.ours_by_transcript.to_dict()},
         }
 
 
@@ -244,13 +341,15 @@ def _safe(name: str) -> str:
 class IndependentReport:
     """What :func:`evaluate` measured: one :class:`MethodResult` per (method, fraction),
     in the order of the selectors given, then of the fractions; ``steps`` counts the
-    measured steps; ``meta`` says how (transcripts, ``max_steps``, reference method)."""
+    measured steps; ``meta`` says how (transcripts, ``max_steps``, reference method);
+    ``transcript_ids`` orders the per-transcript counts of each result."""
 
     results: tuple[MethodResult, ...]
     fractions: tuple[float, ...]
     steps: int
     seconds: float = 0.0
     meta: Mapping[str, Any] = field(default_factory=dict)
+    transcript_ids: tuple[str, ...] = ()
 
     @property
     def methods(self) -> list[str]:
@@ -264,6 +363,18 @@ class IndependentReport:
                 return r
         raise ParameterKeyError(f"no result for method {method!r} at {fraction} (methods: {self.methods}, "
                                 f"fractions: {list(self.fractions)})")
+
+    def difference(self, method: str, baseline: str, fraction: float, definition: str = "independent", *,
+                   confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> PairedDifference:
+        """``method``'s micro recall minus ``baseline``'s at ``fraction`` under ``definition``
+        (``"independent"`` or ``"ours"``), with a paired bootstrap interval over transcripts
+        (:func:`paired_bootstrap`)."""
+        if definition not in ("independent", "ours"):
+            raise ParameterError(f"difference: definition must be 'independent' or 'ours' (got {definition!r})")
+        a, b = (getattr(self.result(m, fraction), f"{definition}_by_transcript") for m in (method, baseline))
+        if a.refs != b.refs:
+            raise SalienceError(f"difference: {method!r} and {baseline!r} were not scored on the same references")
+        return paired_bootstrap(a.seen, b.seen, a.refs, confidence=confidence, resamples=resamples, seed=seed)
 
     def metrics(self, prefix: str = "") -> dict[str, float]:
         """Flat MLflow-safe metrics, ``<prefix><figure>_<pct>pct_<method>``
@@ -286,7 +397,8 @@ class IndependentReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"fractions": list(self.fractions), "steps": self.steps, "seconds": round(self.seconds, 2),
-                "meta": dict(self.meta), "results": [r.to_dict() for r in self.results]}
+                "meta": dict(self.meta), "results": [r.to_dict() for r in self.results],
+                "transcript_ids": list(self.transcript_ids)}
 
 
 # --------------------------------------------------------------------------
@@ -299,6 +411,7 @@ class _Plan:
     """One measured step: the history, and the references of each definition there."""
 
     transcript: str
+    position: int  # of the transcript in evaluate's input
     index: int
     history: tuple[Message, ...]
     independent: IndependentStep
@@ -359,7 +472,7 @@ def _ours(transcript: Transcript) -> dict[int, tuple[str, ...]]:
 
 
 def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: TokenCounter) -> Iterator[list[_Plan]]:
-    for t in transcripts:
+    for position, t in enumerate(transcripts):
         messages = t.to_openai()
         if len(messages) != len(t.entries):  # entries and messages must line up for our definition
             raise SalienceError(f"transcript {t.id!r}: to_openai() gave {len(messages)} messages for "
@@ -377,7 +490,7 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: Tok
         steps = []
         for i, ind, code in _spread(candidates, max_steps):
             history = tuple(messages[:i])
-            steps.append(_Plan(transcript=t.id, index=i, history=history, independent=ind,
+            steps.append(_Plan(transcript=t.id, position=position, index=i, history=history, independent=ind,
                                ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in actions(history)),
                                floor=_floor(history, counter), floor_billed=_floor_billed(t, i),
                                valid_input=not tool_pairing_errors(history)))
@@ -403,10 +516,12 @@ class _Acc:
     __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_billed",
                  "budget_errors_fitting", "calls",
                  "code", "empty_fitting", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds",
-                 "user")
+                 "user", "by_transcript")
 
-    def __init__(self) -> None:
+    def __init__(self, transcripts: int) -> None:
         self.independent = self.ours = self.user = self.code = Recall()
+        #: definition -> [seen per transcript, refs per transcript]
+        self.by_transcript = {d: ([0] * transcripts, [0] * transcripts) for d in ("independent", "ours")}
         self.actions_kept = self.actions_total = self.action_steps = self.fewer = 0
         self.calls = self.budget_errors = self.over = self.invalid = self.fitting = self.budget_errors_fitting = 0
         self.empty_fitting = self.budget_errors_billed = 0
@@ -419,7 +534,18 @@ class _Acc:
                             fewer_actions=self.fewer, calls=self.calls, budget_errors=self.budget_errors,
                             fitting=self.fitting, budget_errors_fitting=self.budget_errors_fitting,
                             budget_errors_billed=self.budget_errors_billed, empty_fitting=self.empty_fitting,
-                            over_budget=self.over, invalid=self.invalid, seconds=self.seconds)
+                            over_budget=self.over, invalid=self.invalid, seconds=self.seconds,
+                            independent_by_transcript=self._counts("independent"),
+                            ours_by_transcript=self._counts("ours"))
+
+    def add(self, definition: str, position: int, seen: int, refs: int) -> None:
+        counts = self.by_transcript[definition]
+        counts[0][position] += seen
+        counts[1][position] += refs
+
+    def _counts(self, definition: str) -> TranscriptCounts:
+        seen, refs = self.by_transcript[definition]
+        return TranscriptCounts(tuple(seen), tuple(refs))
 
 
 ProgressFn = Callable[[str, int, int], None]
@@ -471,7 +597,7 @@ def evaluate(
     tc: TokenCounter = as_counter(counter)
     transcripts = list(transcripts)
     plan = [s for steps in _plan(transcripts, max_steps, tc) for s in steps]
-    acc = {(name, f): _Acc() for name in selectors for f in fr}
+    acc = {(name, f): _Acc(len(transcripts)) for name in selectors for f in fr}
     report_progress, close = _progress(progress, description, len(plan))
     try:
         for done, step in enumerate(plan, 1):
@@ -503,12 +629,16 @@ def evaluate(
                     text = "\n".join(message_text(m) for m in out) if out is not None else ""
                     ind = step.independent
                     if ind.refs:
-                        a.independent = a.independent.add(sum(r in text for r in ind.refs), len(ind.refs))
+                        seen = sum(r in text for r in ind.refs)
+                        a.independent = a.independent.add(seen, len(ind.refs))
+                        a.add("independent", step.position, seen, len(ind.refs))
                     if ind.user_given:
                         a.user = a.user.add(sum(r in text for r in ind.user_given), len(ind.user_given))
                     if step.ours:
                         folded = text.casefold()
-                        a.ours = a.ours.add(sum(r.casefold() in folded for r in step.ours), len(step.ours))
+                        seen = sum(r.casefold() in folded for r in step.ours)
+                        a.ours = a.ours.add(seen, len(step.ours))
+                        a.add("ours", step.position, seen, len(step.ours))
                     code = step.code.refs
                     if code:
                         a.code = a.code.add(sum(r in text for r in code), len(code))
@@ -530,7 +660,8 @@ def evaluate(
             "independent_steps": sum(bool(s.independent.refs) for s in plan),
             "ours_steps": sum(bool(s.ours) for s in plan), "code_steps": sum(bool(s.code.refs) for s in plan)}
     return IndependentReport(results=results, fractions=fr, steps=len(plan),
-                             seconds=time.perf_counter() - started, meta=meta)
+                             seconds=time.perf_counter() - started, meta=meta,
+                             transcript_ids=tuple(t.id for t in transcripts))
 
 
 def _progress(progress: bool | ProgressFn, description: str, total: int) -> tuple[Callable[[int], None],
