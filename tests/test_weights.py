@@ -14,7 +14,8 @@ from salience import Entry, Query, Transcript, load_transcripts
 from salience.scorer.estimators import conversation_estimator
 from salience.scorer.features import FeatureExtractor
 from salience.scorer.labels import evidence_labels, label
-from salience.scorer.model import ImportanceScorer, build_rows
+from salience.scorer.model import ImportanceScorer
+from salience.scorer.rows import build_rows
 from salience.scorer.weights import fit_weighted, share_weights
 
 

@@ -473,7 +473,7 @@ def hindsight_auc(scorer: Any, transcripts: Iterable[Transcript], cuts: int = 6,
     """ROC AUC of the scorer's prior against what later steps used, at history cuts.
 
     Each transcript is cut before up to ``cuts`` assistant steps, evenly spread (the
-    cut points training uses, :func:`salience.scorer.model.build_rows`); the scorer
+    cut points training uses, :func:`salience.scorer.rows.build_rows`); the scorer
     sees only the history before the cut, without a query; an entry of it is a
     positive when a step at or after the cut used one of its values. Which steps
     used an entry comes from ``meta["used_by"]`` (written by
@@ -484,7 +484,7 @@ def hindsight_auc(scorer: Any, transcripts: Iterable[Transcript], cuts: int = 6,
     from sklearn.metrics import roc_auc_score
 
     from salience.scorer.labels import hindsight_labels
-    from salience.scorer.model import _cut_points  # the same cuts as training
+    from salience.scorer.rows import _cut_points  # the same cuts as training
 
     if isinstance(cuts, bool) or not isinstance(cuts, int) or cuts < 1:
         raise ParameterError(f"hindsight_auc: cuts must be a positive int (got {cuts!r})")
