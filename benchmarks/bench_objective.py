@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -37,20 +38,18 @@ except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
-from bench_oracle import CALL, MESSAGE, ReferenceScorer, best_cover  # noqa: E402
+from bench_oracle import MESSAGE, ReferenceScorer, best_cover, billed_tokens, holds, reference_steps  # noqa: E402
 
-from salience import BudgetError, Compactor, TokenCounter, load_transcripts  # noqa: E402
+from salience import BudgetError, Compactor, TokenCounter  # noqa: E402
 from salience.bench.independent import (  # noqa: E402
     history_budget,
-    independent_references,
-    is_step,
     message_text,
     message_tokens,
     sliding_window,
     visible,
 )
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "no pins": {"pin_last": 0, "pin_last_user": False},
     "no digest": {"digest": 0.0},
@@ -70,37 +69,28 @@ def main(argv: list[str] | None = None) -> int:
     for domain in args.domains.split(","):
         seen = {(f, k): 0 for f in fractions for k in kinds}
         total = 0
-        for t in load_transcripts(args.data / domain):
-            messages = t.to_openai()
-            for s in range(1, len(messages)):
-                if not is_step(messages[s]):
-                    continue
-                refs = independent_references(messages, s).refs
-                if not refs:
-                    continue
-                history = messages[:s]
-                total += len(refs)
-                holds = [sum(r in message_text(m) for r in refs) for m in history]
-                others = [i for i, m in enumerate(history) if m["role"] != "system"]
-                at = {i: k for k, i in enumerate(others)}
-                texts = [message_text(history[i]) for i in others]
-                billed = np.array([message_tokens(history[i]) + MESSAGE + CALL * len(history[i].get("tool_calls") or [])
-                                   for i in others], dtype=float)
-                calls = {c["id"]: at[i] for i in others for c in history[i].get("tool_calls") or []}
-                pairs = [(at[i], calls[history[i]["tool_call_id"]]) for i in others
-                         if history[i]["role"] == "tool" and history[i].get("tool_call_id") in calls]
-                system = sum(message_tokens(m) + MESSAGE for m in history if m["role"] == "system")
-                for f in fractions:
-                    budget = history_budget(history, f)
-                    seen[(f, "window")] += visible(refs, sliding_window(history, budget))
-                    for name, params in VARIANTS.items():
-                        try:
-                            out = Compactor(scorer=ReferenceScorer(holds), **params).compact(history, budget=budget)
-                            seen[(f, name)] += visible(refs, out.messages)
-                        except BudgetError:
-                            pass
-                    seen[(f, "oracle")] += best_cover(refs, texts, billed, budget - system)
-                    seen[(f, "oracle, paired")] += best_cover(refs, texts, billed, budget - system, pairs)
+        for history, refs in reference_steps(args.data, domain):
+            total += len(refs)
+            scorer = ReferenceScorer(holds(history, refs))
+            others = [i for i, m in enumerate(history) if m["role"] != "system"]
+            at = {i: k for k, i in enumerate(others)}
+            texts = [message_text(history[i]) for i in others]
+            billed = np.array([billed_tokens(history[i]) for i in others], dtype=float)
+            calls = {c["id"]: at[i] for i in others for c in history[i].get("tool_calls") or []}
+            pairs = [(at[i], calls[history[i]["tool_call_id"]]) for i in others
+                     if history[i]["role"] == "tool" and history[i].get("tool_call_id") in calls]
+            system = sum(message_tokens(m) + MESSAGE for m in history if m["role"] == "system")
+            for f in fractions:
+                budget = history_budget(history, f)
+                seen[(f, "window")] += visible(refs, sliding_window(history, budget))
+                for name, params in VARIANTS.items():
+                    try:
+                        out = Compactor(scorer=scorer, **params).compact(history, budget=budget)
+                        seen[(f, name)] += visible(refs, out.messages)
+                    except BudgetError:
+                        pass
+                seen[(f, "oracle")] += best_cover(refs, texts, billed, budget - system)
+                seen[(f, "oracle, paired")] += best_cover(refs, texts, billed, budget - system, pairs)
         for f in fractions:
             cells = " ".join(f"{seen[(f, k)] / total if total else float('nan'):>14.3f}" for k in kinds)
             print(f"{domain:<18} {f:>6.0%} {total:>5} {cells}", flush=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,11 +56,34 @@ class ReferenceScorer:
         return self.scores
 
 
+def reference_steps(data: Path, domain: str) -> Iterator[tuple[list[dict], tuple[str, ...]]]:
+    """Every tool-call step of ``data / domain`` that has independent references, as the
+    history before it and those references (every step: no ``max_steps`` cap)."""
+    for t in load_transcripts(data / domain):
+        messages = t.to_openai()
+        for s in range(1, len(messages)):
+            if not is_step(messages[s]):
+                continue
+            refs = independent_references(messages, s).refs
+            if refs:
+                yield messages[:s], refs
+
+
+def holds(history: list[dict], refs: tuple[str, ...]) -> list[int]:
+    """How many of ``refs`` each message of ``history`` holds in its text."""
+    return [sum(r in message_text(m) for r in refs) for m in history]
+
+
+def billed_tokens(message: dict) -> int:
+    """What the default :class:`salience.TokenCounter` charges for ``message``: its text, plus
+    ``MESSAGE`` and ``CALL`` a tool call."""
+    return message_tokens(message) + MESSAGE + CALL * len(message.get("tool_calls") or [])
+
+
 def with_reference_scores(history: list[dict], refs: tuple[str, ...], budget: int) -> int:
     """References visible after the default Compactor, fed :class:`ReferenceScorer`."""
-    holds = [sum(r in message_text(m) for r in refs) for m in history]
     try:
-        out = Compactor(scorer=ReferenceScorer(holds)).compact(history, budget=budget).messages
+        out = Compactor(scorer=ReferenceScorer(holds(history, refs))).compact(history, budget=budget).messages
     except BudgetError:
         return 0
     return visible(refs, out)
@@ -102,28 +125,20 @@ def main(argv: list[str] | None = None) -> int:
         kinds = ("window", "text", "billed", "compactor")
         seen = {(f, k): 0 for f in fractions for k in kinds}
         total = 0
-        for t in load_transcripts(args.data / domain):
-            messages = t.to_openai()
-            for s in range(1, len(messages)):
-                if not is_step(messages[s]):
-                    continue
-                refs = independent_references(messages, s).refs
-                if not refs:
-                    continue
-                history = messages[:s]
-                total += len(refs)
-                others = [m for m in history if m["role"] != "system"]
-                texts = [message_text(m) for m in others]
-                text_costs = np.array([message_tokens(m) for m in others], dtype=float)
-                billed = text_costs + np.array([MESSAGE + CALL * len(m.get("tool_calls") or []) for m in others])
-                system = [m for m in history if m["role"] == "system"]
-                system_text = sum(message_tokens(m) for m in system)
-                for f in fractions:
-                    budget = history_budget(history, f)
-                    seen[(f, "window")] += visible(refs, sliding_window(history, budget))
-                    seen[(f, "text")] += best_cover(refs, texts, text_costs, budget - system_text)
-                    seen[(f, "billed")] += best_cover(refs, texts, billed, budget - system_text - MESSAGE * len(system))
-                    seen[(f, "compactor")] += with_reference_scores(history, refs, budget)
+        for history, refs in reference_steps(args.data, domain):
+            total += len(refs)
+            others = [m for m in history if m["role"] != "system"]
+            texts = [message_text(m) for m in others]
+            text_costs = np.array([message_tokens(m) for m in others], dtype=float)
+            billed = np.array([billed_tokens(m) for m in others], dtype=float)
+            system = [m for m in history if m["role"] == "system"]
+            system_text = sum(message_tokens(m) for m in system)
+            for f in fractions:
+                budget = history_budget(history, f)
+                seen[(f, "window")] += visible(refs, sliding_window(history, budget))
+                seen[(f, "text")] += best_cover(refs, texts, text_costs, budget - system_text)
+                seen[(f, "billed")] += best_cover(refs, texts, billed, budget - system_text - MESSAGE * len(system))
+                seen[(f, "compactor")] += with_reference_scores(history, refs, budget)
         for f in fractions:
             share = {k: seen[(f, k)] / total if total else float("nan") for k in kinds}
             print(f"{domain:<18} {f:>6.0%} {total:>6} {share['window']:>7.3f} {share['text']:>13.3f} "
