@@ -84,28 +84,20 @@ def fit_weighted(estimator: Any, X: np.ndarray, y: np.ndarray, weights: np.ndarr
 def _request_weights(estimator: Any) -> bool:
     """Ask for sample weights (``set_fit_request``) at the steps :func:`fit_weighted`
     weights; whether every one of them takes them."""
+    from sklearn.utils.validation import has_fit_parameter
+
     steps = getattr(estimator, "steps", None)
     if isinstance(steps, list):  # a pipeline: the last step weighted, the ones before not
         for _, step in steps[:-1]:
-            if _takes_weights(step) and hasattr(step, "set_fit_request"):
+            if has_fit_parameter(step, "sample_weight") and hasattr(step, "set_fit_request"):
                 step.set_fit_request(sample_weight=False)
         return bool(steps) and _request_weights(steps[-1][1])
     members = getattr(estimator, "estimators", None)
     if isinstance(members, list):  # a vote or a stack: every member weighted
         fitted = [m[1] for m in members if isinstance(m, tuple) and len(m) == 2 and m[1] not in (None, "drop")]
         return bool(fitted) and all([_request_weights(m) for m in fitted])
-    if not _takes_weights(estimator):
+    if not has_fit_parameter(estimator, "sample_weight"):
         return False
     if hasattr(estimator, "set_fit_request"):
         estimator.set_fit_request(sample_weight=True)
     return True
-
-
-def _takes_weights(estimator: Any) -> bool:
-    """Whether ``estimator.fit`` has a ``sample_weight`` parameter."""
-    import inspect
-
-    try:
-        return "sample_weight" in inspect.signature(estimator.fit).parameters
-    except (AttributeError, TypeError, ValueError):
-        return False
