@@ -158,6 +158,48 @@ def test_a_handle_the_user_gave_labels_the_users_turn() -> None:
     assert not labels[2].needed  # the tool result's key is not copied
 
 
+def test_a_phrase_the_call_copies_labels_the_turn_that_gave_it() -> None:
+    # "Team sync" and "the blue room" are neither values nor handles, yet the call copies
+    # them as they stand from the user's slot-filling answers: each answer is needed, by
+    # that call; the question the agent asked, and a turn the call copies nothing from, not.
+    t = Transcript.from_openai([
+        {"role": "user", "content": "Book a meeting for me."},
+        {"role": "assistant", "content": "What is the topic?"},
+        {"role": "user", "content": "Team sync"},
+        {"role": "assistant", "content": "And where?"},
+        {"role": "user", "content": "In the blue room."},
+        {"role": "assistant", "content": None,
+         "tool_calls": [call("c1", "AddMeeting", topic="Team sync", room="the blue room")]},
+    ], id="slots")
+    labels = hindsight_labels(t)
+    assert [lab.needed for lab in labels] == [False, False, True, False, True, False]
+    assert labels[2].values == ("Team sync",) and labels[2].used_by == ("m5",)
+    assert labels[4].values == ("the blue room",) and labels[4].needed_in == 1
+    assert step_references(t)[-1].refs == ()  # salience bench's definition stays by values alone
+
+
+def test_a_copied_phrase_credits_its_first_holder_only() -> None:
+    # the phrase first appears in the user's turn; the agent's echo of it is not credited
+    t = Transcript.from_openai([
+        {"role": "user", "content": "Remind me to water the ferns."},
+        {"role": "assistant", "content": "I will remind you to water the ferns."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "AddReminder", content="water the ferns")]},
+    ], id="first")
+    assert [lab.needed for lab in hindsight_labels(t)] == [True, False, False]
+
+
+def test_a_plain_string_first_written_by_the_system_or_the_agent_is_not_a_phrase_reference() -> None:
+    # "economy class" is the policy's and the agent's wording, not something the user typed
+    t = Transcript.from_openai([
+        {"role": "system", "content": "Cabins: basic economy, economy class, business."},
+        {"role": "user", "content": "The cheapest seat, please."},
+        {"role": "assistant", "content": "That would be plain economy seating, then."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "book", cabin="economy class",
+                                                                    seating="plain economy seating")]},
+    ], id="vocabulary")
+    assert not any(lab.needed for lab in hindsight_labels(t))
+
+
 def test_step_references(airline: Transcript) -> None:
     refs = step_references(airline)
     assert [r.step for r in refs] == [2, 4, 6, 8, 10]

@@ -85,3 +85,38 @@ def test_growing_matches_a_cold_extractor() -> None:
         warm = fe.transform_one(Transcript.from_openai(MESSAGES[:k], id="grow"))
         cold = _features(MESSAGES[:k])
         np.testing.assert_array_equal(warm, cold)
+
+
+SLOTS = [
+    {"role": "user", "content": "Set a reminder, please."},  # 0
+    {"role": "assistant", "content": "What should it say?"},  # 1
+    {"role": "user", "content": "Water ferns"},  # 2
+    _call("c1", "AddReminder", content="Water ferns"),  # 3
+    _result("c1", "success"),  # 4
+]
+
+
+def test_plain_words_are_pending_until_a_call_uses_them() -> None:
+    # the answer's words are pending while no call has copied them ...
+    before = _features(SLOTS[:3])
+    assert _counts(before, "pending_words")[2] == 2 and _counts(before, "acted_words") == [0, 0, 0]
+    # ... and acted on once the call copies them; words an earlier entry introduced (and
+    # stop words) never count for a later one
+    after = _features(SLOTS)
+    assert _counts(after, "pending_words")[2] == 0 and _counts(after, "acted_words") == [0, 0, 2, 0, 0]
+    again = _features([*SLOTS, {"role": "user", "content": "Water ferns daily"}])
+    assert _counts(again, "pending_words")[5] == 1 and _counts(again, "acted_words")[5] == 0
+
+
+def test_a_calls_own_new_words_are_neither_pending_nor_acted_on_elsewhere() -> None:
+    X = _features([_call("c1", "Weather", city="Reykjavik")])
+    assert _counts(X, "acted_words") == [0]
+    # its name and keys are words it introduced that no call copies: pending
+    assert _counts(X, "pending_words") == [2]  # "weather" and "city"; "reykjavik" is acted on where it appears
+
+
+def test_growing_slots_match_a_cold_extractor() -> None:
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    for k in range(1, len(SLOTS) + 1):
+        np.testing.assert_array_equal(fe.transform_one(Transcript.from_openai(SLOTS[:k], id="slots")),
+                                      _features(SLOTS[:k]))

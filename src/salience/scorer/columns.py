@@ -77,6 +77,9 @@ BASE_FEATURES: tuple[str, ...] = (
     "latest_call_handles",
     "same_tool_latest",
     "unique_handles",
+    # plain words pending and acted on (salience.scorer.latest): what a slot-filling call copies
+    "pending_words",
+    "acted_words",
 )
 QUERY_FEATURES: tuple[str, ...] = (
     "bm25",

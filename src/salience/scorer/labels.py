@@ -13,8 +13,12 @@ Two sources of labels:
   their arguments copy (:mod:`salience.scorer.handles`: ``justinkool``, a password, a
   city, none of them a value), from the entry that first held them (exactly, in its
   text or its JSON leaves; never a JSON key): what hindsight by values alone misses,
-  such as the user turn that gave the handle. :func:`step_references`, what
-  ``salience bench`` counts, stays by values alone.
+  such as the user turn that gave the handle. And a call's argument strings
+  (:func:`~salience.values.call_values`) credit the first entry whose text holds one as
+  it stands, when that entry is a user turn (:func:`_phrase_scan`): a slot-filling answer
+  (``"Call mom"``, ``"The topic is New Employee Orientation"``) holds neither a value nor
+  a handle, and the next call copies it. :func:`step_references`, what ``salience bench``
+  counts, stays by values alone.
 * **Evidence** (transcripts with queries, such as LoCoMo): an entry is needed when
   some query lists it as evidence. How much it is needed is its *question share*
   (:func:`question_shares`): what keeping it adds to the recall summed over the
@@ -38,6 +42,7 @@ StepRefs(step=3, step_id='m3', refs=(('ZFA04Y', 'm2'),))
 
 from __future__ import annotations
 
+import bisect
 import enum
 import itertools
 from collections.abc import Iterable, Iterator
@@ -187,6 +192,43 @@ def _handle_scan(transcript: Transcript) -> Iterator[tuple[int, Entry, list[tupl
             first.setdefault(h, i)
 
 
+#: Argument strings longer than this are not looked for as phrases (a file's content is
+#: not a copied phrase, and the look-up stays linear in the transcript's text).
+_PHRASE_MAX = 200
+
+
+def _phrase_scan(transcript: Transcript) -> Iterator[tuple[int, Entry, list[tuple[str, int]]]]:
+    """Like :func:`_scan`, for the argument strings a step's calls copy as they stand: per
+    assistant step with calls, ``(string, source index)`` of each of its calls' values
+    (:func:`~salience.values.call_values`, up to ``_PHRASE_MAX`` characters) that occurs in
+    an earlier entry's content or calls' argument leaves, where the first such entry is a
+    user turn: what the user typed. A string first written in the system prompt (a policy's
+    cabin classes) or the agent's own prose is its vocabulary, not something to keep for the
+    call; a result's JSON leaves, ids and handles are credited by :func:`_scan` and
+    :func:`_handle_scan` already (crediting every first holder cost held-out airline 0.014 /
+    0.012 of its recall)."""
+    texts: list[str] = []
+    starts: list[int] = []  # where each entry's text starts in the joined text
+    joined, joined_n, end = "", 0, 0  # the texts joined by NUL (built when a step needs it)
+    for i, entry in enumerate(transcript.entries):
+        args = call_text(entry)
+        if entry.role == "assistant" and args and texts:
+            if joined_n != len(texts):
+                joined, joined_n = "\0".join(texts), len(texts)
+            refs: list[tuple[str, int]] = []
+            for call in entry.tool_calls:
+                for value in call_values(call.arguments):
+                    if len(value) <= _PHRASE_MAX and (at := joined.find(value)) >= 0:
+                        j = bisect.bisect_right(starts, at) - 1
+                        if transcript.entries[j].role == "user":
+                            refs.append((value, j))
+            yield i, entry, refs
+        text = f"{entry.content}\n{args}" if args else entry.content
+        starts.append(end)
+        end += len(text) + 1  # and its separator
+        texts.append(text)
+
+
 def hindsight_labels(transcript: Transcript) -> list[EntryLabel]:
     """The hindsight label of every entry of ``transcript``, in order."""
     entries = transcript.entries
@@ -199,8 +241,9 @@ def hindsight_labels(transcript: Transcript) -> list[EntryLabel]:
     needed_in: dict[int, int] = {}
     used_by: dict[int, dict[str, None]] = {}
     values: dict[int, dict[str, None]] = {}
-    steps = sorted(itertools.chain(_scan(transcript), _handle_scan(transcript)), key=lambda step: step[0])
-    for i, entry, refs in steps:  # a step's values, then its handles
+    steps = sorted(itertools.chain(_scan(transcript), _handle_scan(transcript), _phrase_scan(transcript)),
+                   key=lambda step: step[0])
+    for i, entry, refs in steps:  # a step's values, then its handles, then its phrases
         for value, j in refs:
             needed_in.setdefault(j, upto[i] - upto[j])
             used_by.setdefault(j, {})[entry.id] = None

@@ -14,7 +14,12 @@ repeats the arguments of the call before it. None of that hinges on a tool's nam
 * ``same_tool_latest``: the entry is a call of the latest call's tool, or the result of
   one (a loop repeats that tool);
 * ``unique_handles``: how many of its handles no other entry holds (``log1p``): its
-  values are its own, so dropping it loses them.
+  values are its own, so dropping it loses them;
+* ``pending_words``: how many words (3+ characters, not stop words) the entry introduced
+  that no call's arguments have used yet (``log1p``); ``acted_words``: how many a call has
+  used. A slot-filling answer (``"Call mom"``, ``"The topic is New Employee Orientation"``)
+  holds no handle, and the next call copies it as it stands: plain words are what the
+  handle columns cannot see. A call's own new words are acted on where they appear.
 
 :class:`LatestState` keeps the running state of a growing transcript: an extension costs
 its new entries' handles, and :meth:`LatestState.fill` writes the columns for the
@@ -29,6 +34,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from salience.scorer.columns import _COL
+from salience.scorer.handles import call_text
+from salience.scorer.text import content_words
 
 if TYPE_CHECKING:
     from salience.scorer.prefix import _EntryData
@@ -43,7 +50,21 @@ LATEST_FEATURES: tuple[str, ...] = (
     "latest_call_handles",
     "same_tool_latest",
     "unique_handles",
+    "pending_words",
+    "acted_words",
 )
+
+#: Words shorter than this are not counted by ``pending_words`` / ``acted_words`` (as the
+#: independent references count argument strings of 3+ characters).
+MIN_WORD = 3
+
+
+def call_words(entry: Entry) -> frozenset[str]:
+    """The words (:func:`~salience.scorer.text.content_words`, 3+ characters) of ``entry``'s
+    calls' argument leaves: what its calls copy, without the JSON keys."""
+    if not entry.tool_calls:
+        return frozenset()
+    return frozenset(w for w in content_words(call_text(entry)) if len(w) >= MIN_WORD)
 
 
 class LatestState:
@@ -60,13 +81,17 @@ class LatestState:
         self.holders: dict[str, list[int]] = {}  # handle -> the entries that hold it, in order
         self.call_names: dict[str, str] = {}  # call id -> tool name
         self.latest_call = -1
+        self.pending_words = np.zeros(0)
+        self.acted_words = np.zeros(0)
+        self.word_first: dict[str, int] = {}  # word -> the entry that introduced it
+        self.word_acted: set[str] = set()  # words a call has used
 
     def _reserve(self, n: int) -> None:
         cap = len(self.is_user)
         if n <= cap:
             return
         cap = max(64, n, 2 * cap)
-        for name in ("is_user", "is_call", "unique", "tool"):
+        for name in ("is_user", "is_call", "unique", "tool", "pending_words", "acted_words"):
             old = getattr(self, name)
             new = np.zeros(cap, dtype=old.dtype)
             new[: self.n] = old[: self.n]
@@ -100,7 +125,28 @@ class LatestState:
                     if len(held) == 1:
                         unique[held[0]] -= 1
                     held.append(i)
+            self._words(i, e, d)
         self.n = m + len(entries)
+
+    def _words(self, i: int, entry: Entry, d: _EntryData) -> None:
+        """Words entry ``i`` introduces, and those of earlier entries its calls use: a word
+        is pending from the entry that introduced it until a call's arguments use it."""
+        first, acted = self.word_first, self.word_acted
+        used = call_words(entry)
+        for w in used:
+            j = first.get(w)
+            if j is not None and w not in acted:
+                acted.add(w)
+                self.acted_words[j] += 1
+                self.pending_words[j] -= 1
+        for w in d.content:
+            if len(w) < MIN_WORD or w in first:
+                continue
+            first[w] = i
+            if w in used:  # a call's own new word: acted on where it appears
+                acted.add(w)
+            else:
+                self.pending_words[i] += 1
 
     def fill(self, X: np.ndarray) -> None:
         """Write :data:`LATEST_FEATURES` of the ``n`` entries seen so far into ``X``'s columns."""
@@ -112,6 +158,8 @@ class LatestState:
         X[:, _COL["user_turns_after"]] = np.log1p(users.sum() - np.cumsum(users))
         X[:, _COL["calls_after"]] = np.log1p(calls.sum() - np.cumsum(calls))
         X[:, _COL["unique_handles"]] = np.log1p(self.unique[:n])
+        X[:, _COL["pending_words"]] = np.log1p(self.pending_words[:n])
+        X[:, _COL["acted_words"]] = np.log1p(self.acted_words[:n])
         shared = np.zeros(n)
         k = self.latest_call
         if k >= 0:
