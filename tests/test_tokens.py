@@ -278,6 +278,20 @@ def test_fill_counts_entries_as_count_entry(two_threads: list[str]) -> None:
     assert TokenCounter().count_entries(entries) == [TokenCounter().count_entry(e) for e in entries]
 
 
+def test_cores_leave_out_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second thread only where a core looks free: the cores less the load, plus this process's own."""
+    monkeypatch.setattr(tokens_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    for load, cores in ((0.0, 3), (0.4, 3), (1.2, 2), (1.6, 1), (3.8, 1)):
+        monkeypatch.setattr(tokens_module.os, "getloadavg", lambda load=load: (load, load, load))
+        assert tokens_module._cores() == cores
+
+    def no_load() -> tuple[float, float, float]:
+        raise OSError("no load average")
+
+    monkeypatch.setattr(tokens_module.os, "getloadavg", no_load)
+    assert tokens_module._cores() == 3
+
+
 def test_fill_leaves_callables_and_small_batches_to_count(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 

@@ -30,9 +30,10 @@ Speed on this project's machine (tiktoken 0.14): a 5 MB JSON tool output takes
 0.3 to 0.7 s, 5 MB of one letter repeated about 2.7 s; counted once, it is cached.
 
 Many texts at once (:meth:`TokenCounter.fill`, :meth:`TokenCounter.count_entries`): the
-uncached ones are counted on two threads when the machine has two cores and there is
-enough text (:data:`PARALLEL_MIN_CHARS`): tiktoken lets go of the GIL while it encodes, so
-a first compaction's few thousand texts take about half the wall time on an idle machine.
+uncached ones are counted on two threads when two cores look free (the cores less the
+one-minute load average) and there is enough text (:data:`PARALLEL_MIN_CHARS`): tiktoken lets
+go of the GIL while it encodes, so a first compaction's few thousand texts can take about
+half the wall time on an idle machine (on a busy one the second thread would only wait).
 The counts are the same as one by one (each text is encoded alone, as :meth:`TokenCounter.count`
 encodes it); a counter built on a callable always counts on the calling thread.
 """
@@ -155,11 +156,18 @@ def _encoding(name: str) -> Any:
 
 
 def _cores() -> int:
-    """How many cores this process may run on."""
+    """How many cores this process may run on that other work does not seem to hold: the cores
+    less the one-minute load average (rounded), plus this process's own. On a busy machine a second thread only
+    waits for a core, and the GIL it holds meanwhile stalls the calling thread."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        busy = round(os.getloadavg()[0])
+    except (AttributeError, OSError):  # no load average here
+        busy = 0
+    return max(1, cores - busy + 1)  # + 1: this process's own thread counts in the load
 
 
 def entry_texts(entry: Entry) -> list[str]:
@@ -314,9 +322,9 @@ class TokenCounter:
 
     def fill(self, texts: Iterable[str]) -> None:
         """Count the texts of ``texts`` that the cache does not hold, together, and cache them, so
-        that :meth:`count` finds them: on two threads when this counter is an encoding, the
-        machine has two cores and they hold :data:`PARALLEL_MIN_CHARS` characters or more (each
-        text encoded alone, as :meth:`count` does: the same counts), else nothing is counted
+        that :meth:`count` finds them: on two threads when this counter is an encoding, two
+        cores look free (:func:`_cores`) and they hold :data:`PARALLEL_MIN_CHARS` characters or
+        more (each text encoded alone, as :meth:`count` does: the same counts), else nothing is counted
         here and :meth:`count` counts them one by one. Texts that are not strings, and any
         error, are left to :meth:`count` to report, as it reports them one text at a time.
         """

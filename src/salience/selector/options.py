@@ -186,20 +186,22 @@ def _work_steps(cfg: Config, o: EntryOptions, call: Entry | None) -> Iterator[li
         stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
                          values=listed, max_values=cfg.stub_values)
         yield [stub] if text is None else [text, stub]  # the forms' contents (their calls are counted)
+        # A form differs from the entry in its content alone: its count_entry is the entry's
+        # less the content's count plus the form's (the same sum of the same cached counts),
+        # and the form is made only when it is offered.
+        rest = o.src_cost - counter.count(src.content)
         if text is not None:
-            candidate = src.with_content(text)
-            c = counter.count_entry(candidate)
+            c = rest + counter.count(text)
             if c < o.full_cost:
-                o.trim, o.trim_cost = candidate, c
+                o.trim, o.trim_cost = src.with_content(text), c
                 if values:
                     o.trim_cover = len(value_set(text) & set(values)) / len(values)
         if values:
             o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)
-        candidate = src.with_content(stub)
-        c = counter.count_entry(candidate)
+        c = rest + counter.count(stub)
         best_other = o.trim_cost if o.trim is not None else o.full_cost
         if c < best_other:
-            o.stub, o.stub_cost = candidate, c
+            o.stub, o.stub_cost = src.with_content(stub), c
     o.done = True
 
 
