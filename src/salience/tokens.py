@@ -328,11 +328,11 @@ class TokenCounter:
         here and :meth:`count` counts them one by one. Texts that are not strings, and any
         error, are left to :meth:`count` to report, as it reports them one text at a time.
         """
-        if self._custom is not None or not self.cache_size:
+        if self._custom is not None or not self.cache_size or _cores() < 2:  # the cheap checks first
             return
         cache = self._cache
         todo = [t for t in dict.fromkeys(texts) if t and isinstance(t, str) and t not in cache]
-        if len(todo) < 2 or sum(map(len, todo)) < PARALLEL_MIN_CHARS or _cores() < 2:
+        if len(todo) < 2 or sum(map(len, todo)) < PARALLEL_MIN_CHARS:
             return
         fn = self._function()
         todo.sort(key=len, reverse=True)  # the longest first: the two threads end about together
