@@ -522,58 +522,33 @@ def test_an_unknown_tree_layout_takes_the_plain_path() -> None:
     assert not model_module._hgb_layout_known(Missing)
 
 
-# -- the trimmed and stubbed forms of many entries, their counts taken together -----------------------
-def _options(cfg: Any, transcripts: list[Transcript]) -> list[tuple[Any, Any]]:
-    """Fresh EntryOptions of every entry of ``transcripts``, with the call each one answers."""
-    from salience.selector.masking import tool_name
-    from salience.selector.options import entry_options
 
-    out = []
-    for t in transcripts:
-        entries, parents = t.entries, t.parents()
-        for i, e in enumerate(entries):
-            p = parents[i]
-            out.append((entry_options(cfg, None, e, tool_name(entries, i, p)), entries[p] if p >= 0 else None))
-    return out
-
-
-def _forms(o: Any) -> tuple[Any, ...]:
-    return (o.done, o.call, o.trim, o.trim_cost, o.stub, o.stub_cost, o.trim_cover, o.stub_cover)
-
-
+# -- the trimmed and stubbed forms' costs --------------------------------------------------------------
 @pytest.mark.parametrize("trim_keep", [0.25, 0.6, 40])
-def test_work_out_all_gives_each_entry_what_work_out_gives(monkeypatch: pytest.MonkeyPatch, trim_keep: Any) -> None:
-    """work_out_all (every head and tail counted together, then every form, on two threads) against
-    work_out entry by entry, on counters that start empty."""
+def test_forms_cost_what_count_entry_counts(trim_keep: Any) -> None:
+    """work_out takes a form's cost as the entry's less its content's count plus the form's: the
+    form's count_entry, on every entry of the samples (and a form is offered as before: only
+    when it costs less than the better ones)."""
     from salience import Compactor
-    from salience.selector.options import work_out, work_out_all
+    from salience.selector.masking import tool_name
+    from salience.selector.options import entry_options, work_out
     from salience.tokens import TokenCounter
 
-    monkeypatch.setattr(tokens_module, "PARALLEL_MIN_CHARS", 0)  # two threads, however little text
-    monkeypatch.setattr(tokens_module, "_cores", lambda: 2)
-    transcripts = load_transcripts(SAMPLES)
-    one = Compactor(trim_keep=trim_keep, counter=TokenCounter())._config(1000)
-    together = Compactor(trim_keep=trim_keep, counter=TokenCounter())._config(1000)
-    a, b = _options(one, transcripts), _options(together, transcripts)
-    for o, call in a:
-        work_out(one, o, call)
-    work_out_all(together, b)
-    assert [_forms(o) for o, _ in a] == [_forms(o) for o, _ in b]
-    assert sum(o.trim is not None for o, _ in b) > 10 and sum(o.stub is not None for o, _ in b) > 10
-    assert together.counter._cache == one.counter._cache  # the same texts counted, the same counts
-
-
-def test_work_out_all_ends_a_twice_listed_entry_with_its_last_call() -> None:
-    """As one work_out after another would leave it (Rows.arrays lists an entry once; this is the contract)."""
-    from salience import Compactor
-    from salience.selector.options import work_out, work_out_all
-
-    cfg = Compactor()._config(1000)
-    transcripts = load_transcripts(SAMPLES)
-    (o, call), *_ = [(o, c) for o, c in _options(cfg, transcripts) if c is not None and o.entry.content]
-    other = next(e for t in transcripts for e in t.entries if e.tool_calls and e is not call)
-    work_out_all(cfg, [(o, call), (o, other)])
-    got = _forms(o)
-    work_out(cfg, o, call)
-    work_out(cfg, o, other)
-    assert got == _forms(o) and o.call is other
+    for counter in (TokenCounter(), TokenCounter(lambda t: len(t.split()), message_overhead=0, call_overhead=2)):
+        cfg = Compactor(trim_keep=trim_keep, counter=counter)._config(1000)
+        trims = stubs = 0
+        for t in load_transcripts(SAMPLES):
+            entries, parents = t.entries, t.parents()
+            for i, e in enumerate(entries):
+                p = parents[i]
+                o = entry_options(cfg, None, e, tool_name(entries, i, p))
+                work_out(cfg, o, entries[p] if p >= 0 else None)
+                if o.trim is not None:
+                    trims += 1
+                    assert o.trim_cost == counter.count_entry(o.trim) < o.full_cost
+                    assert o.trim.content != e.content and o.trim.replace(content=e.content) == e
+                if o.stub is not None:
+                    stubs += 1
+                    best = o.trim_cost if o.trim is not None else o.full_cost
+                    assert o.stub_cost == counter.count_entry(o.stub) < best
+        assert trims > 5 and stubs > 10

