@@ -164,6 +164,40 @@ def test_keyword_pattern_of_other_words_matches_the_plain_alternation(words: lis
             assert not ref.search(s), s  # the prefilter's promise
 
 
+_ASCII_PIECES = st.sampled_from(
+    list("abcdefgimnortuwxyzABCDEFMNRT0123456789_ '-.\t\n\u000b\u001c") + [
+        "must", "MUST", "budget", "don't", "DON'T", "do", "not", "NOT", "confirm", "ConFirmed", "ed", "decid",
+        "decision", "rejected", "deadline", "compatible", "required", "never", "always", "important", "don", "'t"]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_ASCII_PIECES, max_size=40).map("".join))
+def test_decision_counts_word_by_word_match_the_plain_alternation_on_ascii_text(s: str) -> None:
+    """count_decision_words on ASCII text: each word's literal-led pattern on the text lower-cased,
+    run where its stem is, summed (text._DECISION_ASCII), against the plain alternation."""
+    assert count_decision_words(s) == len(spans(REFERENCE_DECISION, s))
+
+
+def test_decision_counts_word_by_word_on_the_samples() -> None:
+    texts = [e.text for t in load_transcripts(SAMPLES) for e in t.entries]
+    texts += [t.upper() for t in texts] + [t.replace(" ", "\n") for t in texts]
+    assert sum(count_decision_words(t) for t in texts) > 20
+    for t in texts:
+        assert count_decision_words(t) == len(spans(REFERENCE_DECISION, t))
+
+
+def test_ascii_word_patterns() -> None:
+    got = text._ascii_word_patterns(["don't", "do not", "确认", "Budget"])
+    assert got is not None
+    assert [(stem, p.pattern) for stem, p in got] == [
+        ("don", "don(?<=\\bdon)['’]t\\b"), ("not", "do(?<=\\bdo)\\s+not\\b"),
+        ("budget", "budget(?<=\\bbudget)\\b")]
+    assert text._ascii_word_patterns(["naïve"]) is None  # as _ascii_stems: no ASCII shortcut
+    assert text._ascii_word_patterns(["'tis", "ok"]) is None  # no literal to lead with
+    assert text._ascii_word_patterns(["   "]) is None
+
+
 def test_ascii_stems() -> None:
     assert text._ascii_stems(["don't", "do not", "确认", "budget"]) == ("don", "not", "budget")
     assert text._ascii_stems(["naïve"]) is None
@@ -486,3 +520,35 @@ def test_an_unknown_tree_layout_takes_the_plain_path() -> None:
     assert model_module._hgb_layout_known(HistGradientBoostingClassifier)
     assert not model_module._hgb_layout_known(Other)
     assert not model_module._hgb_layout_known(Missing)
+
+
+
+# -- the trimmed and stubbed forms' costs --------------------------------------------------------------
+@pytest.mark.parametrize("trim_keep", [0.25, 0.6, 40])
+def test_forms_cost_what_count_entry_counts(trim_keep: Any) -> None:
+    """work_out takes a form's cost as the entry's less its content's count plus the form's: the
+    form's count_entry, on every entry of the samples (and a form is offered as before: only
+    when it costs less than the better ones)."""
+    from salience import Compactor
+    from salience.selector.masking import tool_name
+    from salience.selector.options import entry_options, work_out
+    from salience.tokens import TokenCounter
+
+    for counter in (TokenCounter(), TokenCounter(lambda t: len(t.split()), message_overhead=0, call_overhead=2)):
+        cfg = Compactor(trim_keep=trim_keep, counter=counter)._config(1000)
+        trims = stubs = 0
+        for t in load_transcripts(SAMPLES):
+            entries, parents = t.entries, t.parents()
+            for i, e in enumerate(entries):
+                p = parents[i]
+                o = entry_options(cfg, None, e, tool_name(entries, i, p))
+                work_out(cfg, o, entries[p] if p >= 0 else None)
+                if o.trim is not None:
+                    trims += 1
+                    assert o.trim_cost == counter.count_entry(o.trim) < o.full_cost
+                    assert o.trim.content != e.content and o.trim.replace(content=e.content) == e
+                if o.stub is not None:
+                    stubs += 1
+                    best = o.trim_cost if o.trim is not None else o.full_cost
+                    assert o.stub_cost == counter.count_entry(o.stub) < best
+        assert trims > 5 and stubs > 10

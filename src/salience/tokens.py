@@ -230,10 +230,12 @@ class TokenCounter:
     def _function(self) -> Callable[[str], Any]:
         fn = self._fn
         if fn is None:
-            encode = _encoding(self.name).encode
+            # encode_ordinary: encode(text, disallowed_special=()) without the special-token scan
+            # (tiktoken documents them as equivalent; special-token strings count as plain text)
+            encode = _encoding(self.name).encode_ordinary
 
             def fn(text: str) -> int:
-                return len(encode(text, disallowed_special=()))
+                return len(encode(text))
 
             self._fn = fn
         return fn

@@ -150,11 +150,14 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
     if src.content:
         values = extract_values(src.content)
         text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id)
+        # A form differs from the entry in its content alone: its count_entry is the entry's
+        # (src_cost) less the content's count plus the form's, the same cached counts summed,
+        # and the form's Entry is made only when the form is offered.
+        rest = o.src_cost - counter.count(src.content)
         if text is not None:
-            candidate = src.with_content(text)
-            c = counter.count_entry(candidate)
+            c = rest + counter.count(text)
             if c < o.full_cost:
-                o.trim, o.trim_cost = candidate, c
+                o.trim, o.trim_cost = src.with_content(text), c
                 if values:
                     o.trim_cover = len(value_set(text) & set(values)) / len(values)
         listed = [v for v in values if v not in shown] if shown else values
@@ -162,11 +165,10 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
             o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)
         stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
                          values=listed, max_values=cfg.stub_values)
-        candidate = src.with_content(stub)
-        c = counter.count_entry(candidate)
+        c = rest + counter.count(stub)
         best_other = o.trim_cost if o.trim is not None else o.full_cost
         if c < best_other:
-            o.stub, o.stub_cost = candidate, c
+            o.stub, o.stub_cost = src.with_content(stub), c
     o.done = True
 
 
