@@ -28,7 +28,7 @@ current prefix with numpy plus a look-up per token of the latest call's argument
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from salience.scorer.prefix import _EntryData
     from salience.transcript import Entry
 
-__all__ = ["LATEST_FEATURES", "LatestState"]
+__all__ = ["LATEST_FEATURES", "LatestState", "act_on"]
 
 #: The columns :class:`LatestState` fills (see the module docstring).
 LATEST_FEATURES: tuple[str, ...] = (
@@ -65,6 +65,20 @@ def call_words(entry: Entry) -> frozenset[str]:
     if not entry.tool_calls:
         return frozenset()
     return frozenset(w for w in content_words(call_text(entry)) if len(w) >= MIN_WORD)
+
+
+def act_on(used: Iterable[str], first: Mapping[str, int], acted: set[str], acted_counts: np.ndarray,
+           pending_counts: np.ndarray) -> None:
+    """Mark the strings a call ``used`` as acted on: each one an earlier entry introduced
+    (``first``: string -> that entry) and no call had used yet moves from the entry's
+    pending count to its acted count. Shared by the handles (``salience.scorer.prefix``) and
+    the plain words here."""
+    for s in used:
+        j = first.get(s)
+        if j is not None and s not in acted:
+            acted.add(s)
+            acted_counts[j] += 1
+            pending_counts[j] -= 1
 
 
 class LatestState:
@@ -133,12 +147,7 @@ class LatestState:
         is pending from the entry that introduced it until a call's arguments use it."""
         first, acted = self.word_first, self.word_acted
         used = call_words(entry)
-        for w in used:
-            j = first.get(w)
-            if j is not None and w not in acted:
-                acted.add(w)
-                self.acted_words[j] += 1
-                self.pending_words[j] -= 1
+        act_on(used, first, acted, self.acted_words, self.pending_words)
         for w in d.content:
             if len(w) < MIN_WORD or w in first:
                 continue

@@ -20,7 +20,7 @@ import numpy as np
 from salience._threads import one_thread
 from salience.scorer.baselines import build_bm25
 from salience.scorer.columns import _ASSISTANT, _COL, _ROLE_CODE, BASE_FEATURES
-from salience.scorer.latest import LatestState
+from salience.scorer.latest import LatestState, act_on
 
 if TYPE_CHECKING:
     from salience.transcript import Entry
@@ -287,12 +287,7 @@ class _Prefix:
         """Handles entry ``i`` introduces, and those of earlier entries its calls act on:
         a handle is pending from the entry that introduced it until a call uses it."""
         first, acted = self.handle_first, self.handle_acted
-        for tok in d.call_tokens:
-            j = first.get(tok)
-            if j is not None and tok not in acted:
-                acted.add(tok)
-                self.acted[j] += 1
-                self.pending[j] -= 1
+        act_on(d.call_tokens, first, acted, self.acted, self.pending)
         for h in d.handles:
             if h not in first:
                 first[h] = i
