@@ -6,14 +6,12 @@ messages made stale.
 * :meth:`salience.messages.dispatch.MessageCache.rendered_copies`;
 * :meth:`salience.selector.options.Rows.passed_by_calls` (:meth:`Run.recurring`'s counts);
 * :meth:`salience.selector.result.Ledger.of_outcomes` (:meth:`Run.assemble`'s ledger);
-* :func:`salience.selector.options.unit_min` (tool groups read as lists);
 * :func:`salience.selector.lp._entry_hulls_again` (the rows the last call did not have).
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import random
 from collections import Counter
 from typing import Any
@@ -27,7 +25,7 @@ from salience.messages._common import copy_json
 from salience.messages.dispatch import MessageCache, renderer, to_transcript
 from salience.selector import lp
 from salience.selector.compactor import Compactor
-from salience.selector.options import OptionsCache, unit_min
+from salience.selector.options import OptionsCache
 from salience.selector.result import Ledger
 from salience.selector.run import RECURRING_MIN, Run
 from salience.tokens import TokenCounter
@@ -179,33 +177,6 @@ def test_ledger_of_outcomes_equals_record_entry_by_entry() -> None:
         for name in ("kept", "trimmed", "stubbed", "dropped", "archive", "choices"):
             assert getattr(got, name) == getattr(expected, name), name
         assert list(got.archive) == list(expected.archive) and list(got.choices) == list(expected.choices)
-
-
-def unit_min_reference(costs: np.ndarray, allowed: np.ndarray, members: list[int]) -> float:
-    """unit_min as it was: numpy row by row."""
-    if all(allowed[m, 3] for m in members):
-        return 0.0
-    total = 0.0
-    for m in members:
-        row = allowed[m, :3]
-        if not row.any():
-            return math.inf
-        total += float(costs[m, :3][row].min())
-    return total
-
-
-def test_unit_min_equals_the_row_by_row_reference() -> None:
-    rng = np.random.default_rng(8)
-    for p in (0.2, 0.5, 0.9):
-        costs = rng.integers(0, 500, (300, 4))
-        costs[:, 3] = 0
-        allowed = rng.random((300, 4)) < p
-        i = 0
-        while i < 300:
-            k = int(rng.integers(1, 5))
-            members = list(range(i, min(300, i + k)))
-            assert unit_min(costs, allowed, members) == unit_min_reference(costs, allowed, members)
-            i += k
 
 
 def test_entry_hulls_again_equal_the_hulls_from_nothing() -> None:

@@ -434,18 +434,16 @@ def unit_min(costs: np.ndarray, allowed: np.ndarray, members: list[int]) -> floa
         row = allowed[members[0]].tolist()
         if row[_DROP]:
             return 0.0
-        kept = [c for c, ok in zip(costs[members[0]].tolist()[:_DROP], row) if ok]
+        kept = [c for c, ok in zip(costs[members[0], :_DROP].tolist(), row) if ok]
         return float(min(kept)) if kept else math.inf
-    # a tool group: its rows read at once, as lists (numpy's per-item indexing costs more than the work)
-    rows = allowed[members].tolist()
-    if all(row[_DROP] for row in rows):
+    if all(allowed[m, _DROP] for m in members):
         return 0.0
     total = 0.0
-    for row, cost in zip(rows, costs[members].tolist()):
-        kept = [c for c, ok in zip(cost[:_DROP], row) if ok]
-        if not kept:
+    for m in members:
+        row = allowed[m, :_DROP]
+        if not row.any():
             return math.inf
-        total += float(min(kept))
+        total += float(costs[m, :_DROP][row].min())
     return total
 
 
