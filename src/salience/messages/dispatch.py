@@ -44,6 +44,7 @@ call after one new message reads and renders that message alone.
 from __future__ import annotations
 
 import itertools
+import operator
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -84,6 +85,8 @@ _OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
 _READ_KEYS = {"openai": OPENAI_KEY, "langchain": LANGCHAIN_KEY}
 
 _got = describe
+#: The copy plan of a dict that holds atoms alone (see :func:`~salience.messages._common.copy_plan`).
+_FLAT: CopyPlan = (0, ())
 
 
 # -- detection ------------------------------------------------------------------------------
@@ -247,12 +250,15 @@ class MessageCache:
     Entries are immutable, so a rendering cached for the same entry object is always right.
     """
 
-    __slots__ = ("_lock", "last", "read", "rendered")
+    __slots__ = ("_lock", "known", "last", "read", "rendered")
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self.read = IdCache(size)
         self.rendered = IdCache(size)
         self.last: Checked | None = None  # the last transcript read, and its validation's state
+        # The last OpenAI list read whole (see _read_known): its message objects, the copies their
+        # entries keep, the entries, and the sum of their sizes.
+        self.known: tuple[list[Any], list[Any], list[Any], int] | None = None
         self._lock = threading.Lock()
 
     def checked(self, entries: Sequence[Entry], size: int) -> Transcript:
@@ -300,6 +306,22 @@ class MessageCache:
         message, plan = self._rendered(entry, render)
         return copy_by_plan(message, plan)
 
+    def rendered_copies(self, entries: Sequence[Entry], render: Callable[[Entry], Any]) -> list[Any]:
+        """``[rendered_copy(e, render) for e in entries]``, with the cache's lookup inlined and a
+        message that holds atoms alone (a plan of ``(0, ())``: most turns) copied by ``dict.copy``:
+        this runs over every message a compaction keeps, on every call."""
+        store = self.rendered._store
+        out: list[Any] = []
+        append = out.append
+        for e in entries:
+            hit = store.get(id(e))
+            if hit is not None and hit[0] is e:
+                message, plan = hit[1]
+            else:
+                message, plan = self._rendered(e, render)
+            append(message.copy() if plan == _FLAT else copy_by_plan(message, plan))
+        return out
+
 
 def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Transcript:
     """``Transcript`` of ``messages`` in a one-message-one-entry format, reusing the entries of
@@ -328,19 +350,45 @@ def _convert_each(messages: Sequence[Any], cache: MessageCache, fmt: str) -> Tra
     return cache.checked(entries, size)
 
 
+def _known_prefix(messages: Sequence[Any], cache: MessageCache) -> tuple[int, list[Any], list[Any], int]:
+    """(m, entries, copies, size) of the start of ``messages`` that :attr:`MessageCache.known`
+    vouches for (the whole last list read), or m = 0: the same message objects at the same
+    indices as the last list read, each still equal to its entry's copy. The test of
+    :func:`_read_known`'s loop (``m == copy`` for each message), made by C over the lists (an
+    identity pass and one list comparison) instead of one Python step per message: on a
+    growing history, a call reads its new messages alone."""
+    known = cache.known  # read once: another call may replace it
+    if known is None:
+        return 0, [], [], 0
+    objs, copies, entries, size = known
+    m = len(objs)
+    if not m or len(messages) < m:
+        return 0, [], [], 0
+    head = list(messages[:m])
+    # the same objects, then each equal to its copy (the message on the left, as in `m == copy`)
+    if not all(map(operator.is_, head, objs)) or head != copies:
+        return 0, [], [], 0
+    return m, list(entries), list(copies), size
+
+
 def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | None:
     """:func:`to_transcript` of a list that :func:`detect_format` finds OpenAI's, detected and
     read in one pass that looks at the new messages alone: a message found in ``cache``
     (the same object, at the same index, equal to its entry's copy) is what it was when
     read, so its entry and its :func:`_kind` stand. None when the list is not OpenAI's (a
-    Responses item, an Anthropic block, LangChain messages): the caller detects as usual."""
-    if is_langchain_list(messages):
+    Responses item, an Anthropic block, LangChain messages): the caller detects as usual.
+
+    The start of the list that the last list read whole covers (:func:`_known_prefix`: the
+    same test, made at once) is taken from it; the messages after it are looked up one by one."""
+    start, entries, copies, size = _known_prefix(messages, cache)
+    # The known start holds no LangChain message (it was read as OpenAI's): only the rest can make
+    # the list LangChain's, or a mixed one (then the whole list is looked at, for the same error).
+    if is_langchain_list(messages[start:] if start else messages) and (not start or is_langchain_list(messages)):
         return None
     store = cache.read._store
-    entries: list[Any] = []
     misses: list[tuple[int, Any]] = []  # (index, kind) of the messages to read
-    size = 0
-    for i, m in enumerate(messages):
+    for i in range(start, len(messages)):
+        m = messages[i]
         hit = store.get(id(m))
         if hit is not None and hit[0] is m:
             k = hit[1]
@@ -348,6 +396,7 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
                 if k[5]:
                     return None
                 entries.append(k[2])
+                copies.append(k[3])
                 size += k[4]
                 continue
         kind = _kind(m)
@@ -355,6 +404,7 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
             return None
         misses.append((i, kind))
         entries.append(None)
+        copies.append(None)
     check_count(len(messages), where="transcript 'transcript'")
     if misses:
         read = reader("openai")[0]
@@ -363,8 +413,12 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
             entry = read(m, i, transcript_id="transcript")
             cache.remember(m, i, "openai", entry, kind=kind)
             entries[i] = entry
-            size += entry.meta[OPENAI_KEY].get("size", 0)
-    return cache.checked(entries, size)
+            private = entry.meta[OPENAI_KEY]
+            copies[i] = private["message"]
+            size += private.get("size", 0)
+    out = cache.checked(entries, size)
+    cache.known = (list(messages), copies, entries, size)  # after the check: a list that failed is not known
+    return out
 
 
 # -- both ways --------------------------------------------------------------------------------
@@ -430,8 +484,7 @@ def render(transcript: Transcript, fmt: str, cache: MessageCache | None = None) 
     if fmt in ("openai", "langchain") and cache is not None:
         render_one = renderer(fmt)
         if fmt == "openai":
-            copied = cache.rendered_copy
-            return [copied(e, render_one) for e in transcript.entries], None
+            return cache.rendered_copies(transcript.entries, render_one), None
         return [copy_langchain(cache.rendering(e, render_one)) for e in transcript.entries], None
     if fmt == "openai":
         return transcript.to_openai(), None

@@ -117,6 +117,33 @@ def _entry_hulls(costs: np.ndarray, values: np.ndarray, mask: np.ndarray) -> tup
     return vertex, steps
 
 
+#: The last :func:`_entry_hulls` call's inputs and answer: a compaction solves twice (its answer,
+#: then the digest's, whose allowed options differ in a few rows), over the same costs and values.
+_LAST_HULLS: list[tuple[np.ndarray, ...] | None] = [None]
+
+
+def _entry_hulls_again(costs: np.ndarray, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_entry_hulls`, worked out for the rows that differ from the last call's alone.
+
+    A row's hull is its own (every operation there is per row; a row without a further step keeps
+    its vertex, whichever rows go on), so the rows equal bit for bit to the last call's (costs,
+    values and mask) keep their answer. Compared by content (the values bitwise), so no caller can
+    be served another's rows; the cached arrays are never handed out."""
+    last = _LAST_HULLS[0]  # read once: another thread may replace it
+    if last is not None and last[0].shape == costs.shape:
+        pc, pv, pm, pvertex, psteps = last
+        diff = ((costs != pc).any(axis=1) | (values.view(np.int64) != pv.view(np.int64)).any(axis=1)
+                | (mask != pm).any(axis=1))
+        rows = np.flatnonzero(diff)
+        vertex, steps = pvertex.copy(), psteps.copy()
+        if rows.size:
+            vertex[rows], steps[rows] = _entry_hulls(costs[rows], values[rows], mask[rows])
+    else:
+        vertex, steps = _entry_hulls(costs, values, mask)
+    _LAST_HULLS[0] = (costs.copy(), values.copy(), mask.copy(), vertex.copy(), steps.copy())
+    return vertex, steps
+
+
 def hulls(prob: Instance) -> Hulls:
     """The hull steps of every unit (module doc)."""
     n, U = prob.n, prob.roots.shape[0]
@@ -124,7 +151,7 @@ def hulls(prob: Instance) -> Hulls:
     unit_of = prob.unit_of
     in_group = prob.grouped[unit_of]
     mask = np.where(in_group[:, None], allowed & NON_DROP, allowed)
-    vertex, steps = _entry_hulls(costs, values, mask)
+    vertex, steps = _entry_hulls_again(costs, values, mask)
     rows = np.arange(n)
     start_c = costs[rows, vertex[:, 0]]
     start_v = values[rows, vertex[:, 0]]

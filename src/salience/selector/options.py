@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 import operator
 import threading
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -189,11 +190,12 @@ class Rows:
     lists are not to be changed (the arrays are read-only): the next transcript's rows
     share them for its first entries."""
 
-    __slots__ = ("_arrays", "_base", "_code", "_edits", "_system", "entries", "full", "full_cost", "names", "opts",
-                 "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
+    __slots__ = ("_arrays", "_base", "_code", "_edits", "_passed", "_system", "entries", "full", "full_cost", "ids",
+                 "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
 
     def __init__(self) -> None:
         self.entries: tuple[Entry, ...] = ()
+        self.ids: list[str] = []  # each entry's id
         self.parents: list[int] = []
         self.parent = np.zeros(0, dtype=np.int64)
         self.units: list[list[int]] = []
@@ -210,6 +212,8 @@ class Rows:
         self._system: np.ndarray | None = None
         self._code: np.ndarray | None = None
         self._edits: tuple[dict[str, Any], np.ndarray] | None = None
+        # (how many calls passed each value, the values passed at least `least` times, least) over every entry
+        self._passed: tuple[Counter[str], frozenset[str], int] | None = None
 
     def _reuse(self) -> tuple[Rows | None, int]:
         base = self._base  # read once: the next rows may clear it from another thread
@@ -303,6 +307,33 @@ class Rows:
         return mask
 
 
+    def passed_by_calls(self, passed: Callable[[int], tuple[str, ...]], least: int) -> frozenset[str]:
+        """The values that at least ``least`` of the entries' calls pass (``passed(i)``: entry ``i``'s,
+        each once; asked only of the assistant's entries that call tools), counted for the entries
+        that the earlier rows did not hold when those counted theirs: a count only grows as
+        entries arrive, and each entry's values are its own (cached with its options)."""
+        if self._passed is not None and self._passed[2] == least:
+            return self._passed[1]
+        base, m = self._reuse()
+        old = base._passed if base is not None else None
+        if base is not None and old is not None and old[2] == least and m == len(base.entries):
+            count, found = old[0].copy(), set(old[1])
+        else:
+            m, count, found = 0, Counter(), set()
+        entries = self.entries
+        for j in range(m, len(entries)):
+            e = entries[j]
+            if e.tool_calls and e.role != "system":
+                for v in passed(j):
+                    k = count[v] + 1
+                    count[v] = k
+                    if k == least:
+                        found.add(v)
+        result = frozenset(found)
+        self._passed = (count, result, least)
+        return result
+
+
 def _same_prefix(a: tuple[Entry, ...], b: tuple[Entry, ...]) -> int:
     """How many leading entries ``a`` and ``b`` share (the same objects)."""
     n = min(len(a), len(b))
@@ -358,11 +389,13 @@ def rows(cfg: Config, cache: OptionsCache | None, source: Transcript) -> Rows:
     out.opts = opts
     new = opts[m:]
     if prev is not None:
+        out.ids = prev.ids[:m] + [e.id for e in entries[m:]]
         out.src_cost = prev.src_cost[:m] + [o.src_cost for o in new]
         out.full = prev.full[:m] + [o.full for o in new]
         out.full_cost = prev.full_cost[:m] + [o.full_cost for o in new]
         shared = frozenset(i for i in prev.pretrimmed if i < m)
     else:
+        out.ids = [e.id for e in entries]
         out.src_cost = [o.src_cost for o in new]
         out.full = [o.full for o in new]
         out.full_cost = [o.full_cost for o in new]

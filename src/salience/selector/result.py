@@ -9,6 +9,7 @@ messages (:mod:`salience.selector.session`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -23,6 +24,10 @@ from salience.selector.masking import Option, Phase
 from salience.transcript import Entry, Transcript
 
 __all__ = ["Compaction", "Ledger", "PrefixReuse"]
+
+#: The option :meth:`Ledger.record` files each outcome under, by knapsack option.
+_BY_OUTCOME = {knapsack.FULL: Option.FULL, knapsack.TRIM: Option.TRIM, knapsack.STUB: Option.STUB,
+               knapsack.DROP: Option.DROP}
 
 def _unpickle_compaction(state: dict[str, Any]) -> Compaction:
     """A pickled :class:`Compaction` back, read-only as it was made."""
@@ -178,6 +183,23 @@ class Ledger:
         """The ledger of ``result`` (copies, so it can grow)."""
         return cls(kept=list(result.kept), trimmed=list(result.trimmed), stubbed=list(result.stubbed),
                    dropped=list(result.dropped), archive=dict(result.archive), choices=dict(result.choices))
+
+    @classmethod
+    def of_outcomes(cls, ids: Sequence[str], sources: Sequence[Entry], outcome: np.ndarray) -> Ledger:
+        """The ledger of :meth:`record` called on every entry in order, given each entry's outcome
+        (``outcome[i]``: the option :meth:`record` files entry ``i`` under: ``FULL`` for kept as it
+        came, ``TRIM``, ``STUB`` or ``DROP``; ``ids[i]`` is ``sources[i].id``). Sorted by C over the
+        masks (``itertools.compress``) instead of one Python step per entry: a compaction's
+        ledger covers the whole history on every call."""
+        masks = {o: (outcome == o).tolist() for o in (knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP)}
+        return cls(
+            kept=list(itertools.compress(ids, masks[knapsack.FULL])),
+            trimmed=list(itertools.compress(ids, masks[knapsack.TRIM])),
+            stubbed=list(itertools.compress(ids, masks[knapsack.STUB])),
+            dropped=list(itertools.compress(ids, masks[knapsack.DROP])),
+            archive=dict(itertools.compress(zip(ids, sources), (outcome != knapsack.FULL).tolist())),
+            choices=dict(zip(ids, map(_BY_OUTCOME.__getitem__, outcome.tolist()))),
+        )
 
     def record(self, src: Entry, option: int, entry: Entry | None) -> None:
         """``src`` became ``entry`` under knapsack ``option`` (``entry`` None when dropped).

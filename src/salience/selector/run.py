@@ -34,8 +34,8 @@ A :class:`Run` holds what :meth:`Compactor.compact
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -473,11 +473,15 @@ class Run:
         # under its newest archived holder; then, best score first, every archived entry's
         # values that nothing shows yet (an entry of the first part may come again, for the rest).
         recurring = self.recurring()
-        first = [(i, True) for i in archived[::-1].tolist()
-                 if any(v in recurring and v not in shown for v in self._values(i))] if recurring else []
-        rest = [(i, False) for i in archived[np.lexsort((-archived, -scores[archived]))].tolist()]
+        # Lazily: the loop below mostly fills the room long before the end of the list. An entry
+        # whose recurring values were all shown before the loop lists nothing in its first part
+        # (shown only grows), so looking at it there or not changes nothing; the filter is the
+        # cheap half of that test (no recurring value at all), the loop's `fresh` the rest.
+        first = ((i, True) for i in archived[::-1].tolist()
+                 if not recurring.isdisjoint(self._values(i))) if recurring else iter(())
+        rest = ((i, False) for i in archived[np.lexsort((-archived, -scores[archived]))].tolist())
         listed: dict[int, int] = {}  # entry -> its part
-        for i, only_recurring in first + rest:
+        for i, only_recurring in itertools.chain(first, rest):
             if room - used < DIGEST_MIN // 2 or misses >= 8:  # full, or what is left fits no entry's list
                 break
             if i == host:
@@ -531,11 +535,8 @@ class Run:
         """The values that at least :data:`RECURRING_MIN` of the agent's calls passed as
         arguments (worked out once per run)."""
         if self._recurring is None:
-            count: Counter[str] = Counter()
-            for j, e in enumerate(self.source.entries):
-                if e.tool_calls and e.role != "system":
-                    count.update(self._passed(j))
-            self._recurring = frozenset(v for v, k in count.items() if k >= RECURRING_MIN)
+            # counted over the new entries alone on a growing history (Rows.passed_by_calls)
+            self._recurring = self.rows.passed_by_calls(self._passed, RECURRING_MIN)
         return self._recurring
 
     def _passed(self, i: int) -> tuple[str, ...]:
@@ -603,30 +604,47 @@ class Run:
         fixed: Mapping[int, tuple[int, Entry | None]] | None = None,
     ) -> Compaction:
         fixed = fixed or {}
-        entries: list[Entry] = []
-        ledger = Ledger()
-        record = ledger.record
-        tokens = 0
-        counter = self.cfg.counter
+        srcs = self.source.entries
+        ch = np.asarray(choices)
         full, full_cost = self.full, self.full_cost
-        renders: list[list[Entry | None]] | None = None
-        for i, (src, c) in enumerate(zip(self.source.entries, np.asarray(choices).tolist())):
-            if c == _DROP:
-                record(src, c, None)
-                continue
-            hit = fixed.get(i)
-            if hit is not None and hit[1] is not None:
-                entry = hit[1]
-            elif c == _FULL:
-                entry = full[i]
-            else:
-                if renders is None:
-                    renders = self.options()[0]
-                entry = renders[i][c]
-            assert entry is not None, (i, c)
-            entries.append(entry)
-            tokens += full_cost[i] if entry is full[i] else counter.count_entry(entry)
-            record(src, c, entry)
+        # Most entries are dropped, or kept whole as they came: those are sorted by arrays
+        # (Ledger.of_outcomes); the others (trimmed, stubbed, fixed, or whole in a form capped
+        # on the way in) get Ledger.record's outcome one by one.
+        kept_mask = ch != _DROP
+        outcome = np.where(kept_mask, _FULL, _DROP)  # Ledger.record's option per entry
+        special = kept_mask & (ch != _FULL)
+        for i in self.pretrimmed:
+            special[i] |= bool(kept_mask[i])
+        for i in fixed:
+            special[i] |= bool(kept_mask[i])
+        kept_list = kept_mask.tolist()
+        entries: list[Entry] = list(itertools.compress(full, kept_list))
+        tokens = sum(itertools.compress(full_cost, kept_list))
+        if special.any():
+            renders: list[list[Entry | None]] | None = None
+            at = np.cumsum(kept_mask) - 1  # each kept entry's place in the output
+            counter = self.cfg.counter
+            for i in np.flatnonzero(special).tolist():
+                c = int(ch[i])
+                src = srcs[i]
+                hit = fixed.get(i)
+                form: Entry | None
+                if hit is not None and hit[1] is not None:
+                    form = hit[1]
+                elif c == _FULL:
+                    form = full[i]
+                else:
+                    if renders is None:
+                        renders = self.options()[0]
+                    form = renders[i][c]
+                assert form is not None, (i, c)
+                entry = form
+                entries[int(at[i])] = entry
+                if entry is not full[i]:
+                    tokens += counter.count_entry(entry) - full_cost[i]
+                if not (entry is src or entry == src):
+                    outcome[i] = _STUB if c == _STUB else _TRIM
+        ledger = Ledger.of_outcomes(self.rows.ids, srcs, outcome)
         transcript = Transcript(id=self.source.id, entries=tuple(entries), domain=self.source.domain,
                                 meta=self.source.meta)
         messages, system = render(transcript, self.fmt, self.messages)
