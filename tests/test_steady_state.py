@@ -96,12 +96,15 @@ def test_a_change_to_the_known_start_is_read_again(where: str) -> None:
         assert read(messages, cache).entries == cold(messages).entries
 
 
-def test_a_langchain_message_after_a_known_start_fails_as_cold() -> None:
+@pytest.mark.parametrize("then_dict", [False, True], ids=["one", "then-a-dict"])
+def test_a_langchain_message_after_a_known_start_fails_as_cold(then_dict: bool) -> None:
     lc = pytest.importorskip("langchain_core.messages")
     messages: list[Any] = answered(history(20, seed=3))
     cache = MessageCache()
     read(messages, cache)
     messages.append(lc.HumanMessage(content="hi"))
+    if then_dict:  # the error names the list's own indices, not the new messages'
+        messages.append({"role": "user", "content": "x"})
     with pytest.raises(FormatError) as warm:
         read(messages, cache)
     with pytest.raises(FormatError) as fresh:

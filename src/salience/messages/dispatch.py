@@ -161,10 +161,16 @@ def _langchain_base() -> Any:
     return getattr(module, "BaseMessage", None)
 
 
+def _holds_langchain(messages: Sequence[Any]) -> bool:
+    """Whether any of ``messages`` is a LangChain message (never raises)."""
+    base = _langchain_base()
+    return base is not None and any(isinstance(m, base) for m in messages)
+
+
 def is_langchain_list(messages: Sequence[Any]) -> bool:
     """True for a list of LangChain messages; a list mixing them with other items is a ``FormatError``."""
     base = _langchain_base()
-    if base is None or not any(isinstance(m, base) for m in messages):
+    if base is None or not _holds_langchain(messages):
         return False
     other = next((i for i, m in enumerate(messages) if not isinstance(m, base)), None)
     if other is not None:
@@ -382,8 +388,9 @@ def _read_known(messages: Sequence[Any], cache: MessageCache) -> Transcript | No
     same test, made at once) is taken from it; the messages after it are looked up one by one."""
     start, entries, copies, size = _known_prefix(messages, cache)
     # The known start holds no LangChain message (it was read as OpenAI's): only the rest can make
-    # the list LangChain's, or a mixed one (then the whole list is looked at, for the same error).
-    if is_langchain_list(messages[start:] if start else messages) and (not start or is_langchain_list(messages)):
+    # the list LangChain's, or a mixed one; the whole list is then looked at, so that a mixed list
+    # gets the cold read's error, with its indices.
+    if _holds_langchain(messages[start:] if start else messages) and is_langchain_list(messages):
         return None
     store = cache.read._store
     misses: list[tuple[int, Any]] = []  # (index, kind) of the messages to read
