@@ -306,7 +306,6 @@ class Rows:
         self._edits = (key, mask)
         return mask
 
-
     def passed_by_calls(self, passed: Callable[[int], tuple[str, ...]], least: int) -> frozenset[str]:
         """The values that at least ``least`` of the entries' calls pass (``passed(i)``: entry ``i``'s,
         each once; asked only of the assistant's entries that call tools), counted for the entries

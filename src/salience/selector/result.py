@@ -29,6 +29,7 @@ __all__ = ["Compaction", "Ledger", "PrefixReuse"]
 _BY_OUTCOME = {knapsack.FULL: Option.FULL, knapsack.TRIM: Option.TRIM, knapsack.STUB: Option.STUB,
                knapsack.DROP: Option.DROP}
 
+
 def _unpickle_compaction(state: dict[str, Any]) -> Compaction:
     """A pickled :class:`Compaction` back, read-only as it was made."""
     state = dict(state)
@@ -208,21 +209,25 @@ class Ledger:
         counts as stubbed for ``STUB``, else as trimmed (also a full entry capped on the
         way in), and goes to the archive whole.
         """
-        if option == knapsack.DROP:
-            self.dropped.append(src.id)
-            self.archive[src.id] = src
-            self.choices[src.id] = Option.DROP
-        elif entry is src or entry == src:
+        outcome = self.outcome(src, option, entry)
+        if outcome == knapsack.FULL:
             self.kept.append(src.id)
-            self.choices[src.id] = Option.FULL
-        elif option == knapsack.STUB:
-            self.stubbed.append(src.id)
-            self.archive[src.id] = src
-            self.choices[src.id] = Option.STUB
         else:
-            self.trimmed.append(src.id)
+            (self.dropped if outcome == knapsack.DROP else self.stubbed if outcome == knapsack.STUB
+             else self.trimmed).append(src.id)
             self.archive[src.id] = src
-            self.choices[src.id] = Option.TRIM
+        self.choices[src.id] = _BY_OUTCOME[outcome]
+
+    @staticmethod
+    def outcome(src: Entry, option: int, entry: Entry | None) -> int:
+        """The knapsack option :meth:`record` files ``src`` under: ``DROP`` when dropped,
+        ``FULL`` when ``entry`` equals its source whatever the option, else ``STUB`` for a stub
+        and ``TRIM`` for any other change (also a full entry capped on the way in)."""
+        if option == knapsack.DROP:
+            return knapsack.DROP
+        if entry is src or entry == src:
+            return knapsack.FULL
+        return knapsack.STUB if option == knapsack.STUB else knapsack.TRIM
 
     def compaction(
         self,

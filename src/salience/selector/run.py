@@ -609,7 +609,7 @@ class Run:
         full, full_cost = self.full, self.full_cost
         # Most entries are dropped, or kept whole as they came: those are sorted by arrays
         # (Ledger.of_outcomes); the others (trimmed, stubbed, fixed, or whole in a form capped
-        # on the way in) get Ledger.record's outcome one by one.
+        # on the way in) get Ledger.outcome, the rule Ledger.record files by, one by one.
         kept_mask = ch != _DROP
         outcome = np.where(kept_mask, _FULL, _DROP)  # Ledger.record's option per entry
         special = kept_mask & (ch != _FULL)
@@ -628,22 +628,20 @@ class Run:
                 c = int(ch[i])
                 src = srcs[i]
                 hit = fixed.get(i)
-                form: Entry | None
+                entry: Entry | None
                 if hit is not None and hit[1] is not None:
-                    form = hit[1]
+                    entry = hit[1]
                 elif c == _FULL:
-                    form = full[i]
+                    entry = full[i]
                 else:
                     if renders is None:
                         renders = self.options()[0]
-                    form = renders[i][c]
-                assert form is not None, (i, c)
-                entry = form
+                    entry = renders[i][c]
+                assert entry is not None, (i, c)
                 entries[int(at[i])] = entry
                 if entry is not full[i]:
                     tokens += counter.count_entry(entry) - full_cost[i]
-                if not (entry is src or entry == src):
-                    outcome[i] = _STUB if c == _STUB else _TRIM
+                outcome[i] = Ledger.outcome(src, c, entry)
         ledger = Ledger.of_outcomes(self.rows.ids, srcs, outcome)
         transcript = Transcript(id=self.source.id, entries=tuple(entries), domain=self.source.domain,
                                 meta=self.source.meta)
