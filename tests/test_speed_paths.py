@@ -522,7 +522,6 @@ def test_an_unknown_tree_layout_takes_the_plain_path() -> None:
     assert not model_module._hgb_layout_known(Missing)
 
 
-
 # -- the trimmed and stubbed forms' costs --------------------------------------------------------------
 @pytest.mark.parametrize("trim_keep", [0.25, 0.6, 40])
 def test_forms_cost_what_count_entry_counts(trim_keep: Any) -> None:

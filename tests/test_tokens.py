@@ -205,7 +205,6 @@ def test_overheads_are_parameters_and_survive_pickling() -> None:
         TokenCounter("cl100k_base", message_overhead=-1)
 
 
-
 def test_encode_ordinary_counts_as_encode_without_disallowed_specials() -> None:
     """What the counter now calls (tiktoken documents the two as equivalent)."""
     from conftest import SAMPLES
