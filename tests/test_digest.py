@@ -205,3 +205,23 @@ def test_digest_lists_the_values_calls_keep_passing_first() -> None:
     assert listed[0] == f"m8 (SearchEvents): {TOKEN}, meeting week 3"  # the newest holder, its values merged
     assert sum(part.startswith("m8 ") for part in listed) == 1
     assert result.restore(list(result.archive)) == messages
+
+
+def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> None:
+    """At a small budget the call that the newest result answers may alone cost more than
+    the budget: the pins degrade anyway, and a fifth of the budget is too little for a list.
+    The digest then takes up to half of it, so the session token the calls kept passing is in
+    sight (ToolTalk held out, 10%: what moved its recall past the window + 0.10)."""
+    messages = session_history()
+    messages[-1] = _call(4, "DeleteEvent", f'{{"session_token": "{TOKEN}", "note": "' + "word " * 70 + '"}')
+    messages.append({"role": "tool", "tool_call_id": "c4", "content": "deleted"})
+    budget = 40
+    compactor = Compactor(scorer=Results(), counter=WORDS)
+    pair = sum(compactor.counter.count_entry(e) for e in compactor.compact(messages, budget=10_000).source.entries[-2:])
+    assert pair > budget  # the newest result cannot be kept with its call
+    result = compactor.compact(messages, budget=budget)
+    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    assert TOKEN in found[1]
+    assert result.restore(list(result.archive)) == messages
