@@ -225,3 +225,22 @@ def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> No
     assert found is not None, [m.get("content") for m in result.messages]
     assert TOKEN in found[1]
     assert result.restore(list(result.archive)) == messages
+
+
+def test_the_digest_takes_no_more_than_the_cheapest_answer_leaves() -> None:
+    """A long system prompt and a long last user turn leave little room: the pins fit whole,
+    but a fifth of the budget for the digest would leave its solve no answer at all (the
+    system prompt and the last turn's stub alone cost more). It then takes what the cheapest
+    answer leaves, and still lists the session token."""
+    messages = session_history()
+    messages[0] = {"role": "system", "content": "You are a calendar agent. " + "Follow the policy. " * 20}
+    messages[-1] = {"role": "user", "content": "Now delete the second event of the first week, "
+                    + "and please be careful " * 10}
+    compactor = Compactor(scorer=Results(), counter=WORDS)
+    budget = 90
+    result = compactor.compact(messages, budget=budget)
+    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    assert TOKEN in found[1]
+    assert result.restore(list(result.archive)) == messages
