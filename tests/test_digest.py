@@ -110,8 +110,8 @@ def test_no_digest_where_it_cannot_help() -> None:
 
 
 def test_a_digest_grows_into_the_room_the_pins_leave() -> None:
-    """At 70 tokens a fifth of the budget (14) holds no digest; the pins whole (18 tokens)
-    leave 52, and half the budget goes to one: every reservation code is in sight."""
+    """At 70 tokens the pins whole (18 tokens) leave 52, and the digest takes up to half the
+    budget (35): every reservation code is in sight."""
     messages = history()
     result = Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=70)
     assert result.tokens <= 70 and not tool_pairing_errors(result.messages)
@@ -227,17 +227,36 @@ def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> No
     assert result.restore(list(result.archive)) == messages
 
 
-def test_the_digest_takes_no_more_than_the_cheapest_answer_leaves() -> None:
-    """A long system prompt and a long last user turn leave little room: the pins fit whole,
-    but a fifth of the budget for the digest would leave its solve no answer at all (the
-    system prompt and the last turn's stub alone cost more). It then takes what the cheapest
-    answer leaves, and still lists the session token."""
+def test_the_digest_takes_what_the_pins_leave() -> None:
+    """A long system prompt and a long last user turn leave the pins little room beside them,
+    less than a fifth of the budget: the digest takes that room, so that every pin stays whole,
+    and still lists the session token. (A fifth would have stubbed the last turn, and the
+    answer was then worth less: no digest.)"""
     messages = session_history()
     messages[0] = {"role": "system", "content": "You are a calendar agent. " + "Follow the policy. " * 20}
     messages[-1] = {"role": "user", "content": "Now delete the second event of the first week, "
-                    + "and please be careful " * 10}
+                    + "and please be careful " * 7}
     compactor = Compactor(scorer=Results(), counter=WORDS)
-    budget = 90
+    budget = 130  # the system prompt (68) and the last turn (41) whole leave 21, a fifth is 26
+    result = compactor.compact(messages, budget=budget)
+    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+    assert {"m0", f"m{len(messages) - 1}"} <= set(result.kept)  # the pins stay whole
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    assert TOKEN in found[1]
+    assert result.restore(list(result.archive)) == messages
+
+
+def test_the_digest_takes_no_more_than_the_cheapest_answer_leaves() -> None:
+    """Where the pins cannot be whole, the digest may take half the budget, but a long system
+    prompt leaves less than that beside the cheapest answer: it then takes what that leaves,
+    and still lists the session token."""
+    messages = session_history()
+    messages[0] = {"role": "system", "content": "You are a calendar agent. " + "Follow the policy. " * 14}
+    messages[-1] = _call(4, "DeleteEvent", f'{{"session_token": "{TOKEN}", "note": "' + "word " * 70 + '"}')
+    messages.append({"role": "tool", "tool_call_id": "c4", "content": "deleted"})
+    compactor = Compactor(scorer=Results(), counter=WORDS)
+    budget = 80  # the system prompt costs 50: half the budget would leave its solve no answer
     result = compactor.compact(messages, budget=budget)
     assert result.tokens <= budget and not tool_pairing_errors(result.messages)
     found = _digest(result)

@@ -177,8 +177,9 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         trim_keep: how much a trimmed entry keeps: a float in (0, 1) is a share of its
             tokens, an int a number of tokens.
         stub_values: how many key values a stub quotes.
-        digest: the share of the budget (0 to 0.5) that a plain ``compact()`` may give to a
-            *digest* (more, up to half, where the pins whole leave that much beside them):
+        digest: the largest share of the budget (0 to 0.5) that a plain ``compact()`` may give
+            to a *digest*, which takes what the pins whole leave beside them up to that share
+            (that share where they cannot be whole at all), so that it never costs a pin its form:
             one archived entry's stub that also lists the values of the other archived
             entries that nothing kept shows, each under its entry's id, taken only when the
             answer is then worth more (:meth:`Run.digest
@@ -214,7 +215,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         trim_keep: float | int = 0.25,
         stub_values: int = 8,
         retain: Mapping[str, float] | None = None,
-        digest: float = 0.2,
+        digest: float = 0.5,
         solver: str = "auto",
         on_over_budget: str = "raise",
         profile: Mapping[str, Any] | str | Path | None = None,

@@ -53,7 +53,7 @@ from salience.selector.scoring import checked_scores
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values
 
-__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_ROOM", "DIGEST_WEIGHT", "EPSILON",
+__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON",
            "RECURRING_MIN", "RECURRING_WORTH", "VALUE_WEIGHT",
            "Problem", "Run"]
 
@@ -86,11 +86,6 @@ RECURRING_MIN = 2
 #: What each such value a digest lists is worth beside its entry's share (times
 #: :data:`DIGEST_WEIGHT`), whatever the entry's score.
 RECURRING_WORTH = 0.5
-#: The largest share of the budget a digest takes, where the pins whole leave it (held out,
-#: against the fixed share of 0.2: ToolTalk 0.474 -> 0.483 and API-Bank 0.515 -> 0.523 of
-#: the independent references at 25%, API-Bank's code support 0.252 -> 0.288; 0.002 less
-#: on both at 10%, one reference each; airline, MINT and SWE-agent within 0.006).
-DIGEST_ROOM = 0.5
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -401,9 +396,9 @@ class Run:
 
         A stub stands for one entry, and a tool result's stub needs its call kept whole
         beside it: at a small budget, the values of most dropped tool groups are out of
-        sight. A digest takes ``share`` of the budget, or more, up to :data:`DIGEST_ROOM`,
-        where the pins whole leave that much beside them (:data:`DIGEST_ROOM` where they cannot
-        be whole at all), and never more than the cheapest answer leaves: the rest is solved again, and the
+        sight. A digest takes what the pins whole leave beside them, up to ``share`` of the
+        budget (``share`` where they cannot be whole at all), and never more than the cheapest
+        answer leaves: the rest is solved again, and the
         latest archived entry (stubbed, or else dropped and neither a call nor a result)
         becomes a stub that also lists, entry by entry, the values of the other archived
         entries that no whole entry shows, each entry's id first (so each stays restorable):
@@ -420,17 +415,16 @@ class Run:
         """
         if not self.acts():
             return None
-        # What the pins leave, up to DIGEST_ROOM, may go to the digest: a larger list where it
-        # costs no pin its form, and never more than ``share`` where the pins fill the budget.
-        # Where they cannot be whole at all (a small budget: the call that the newest result
-        # answers may alone cost more), the answer degrades them anyway and a fifth of the
-        # budget lists nothing (it is below DIGEST_MIN), so the digest may take DIGEST_ROOM:
-        # a session token or a user id in one line is then what a whole message could not
-        # keep. (ToolTalk held out, 10%: 0.144 -> 0.230 of the references, the window 0.114;
-        # the other sets within a reference or two.)
+        # What the pins whole leave beside them, up to ``share``: the digest costs no pin its form
+        # (a fifth at least, as before, degraded one wherever they left less, and the answer was
+        # then mostly worth less: airline held out, 10% / 25%, +0.145 / +0.187 -> +0.215 / +0.203
+        # over the window, SWE-agent +0.273 -> +0.364 at 10%, the others unchanged, as on split
+        # seed 1). Where they cannot be whole at all (the call the newest result answers may alone
+        # cost more), ``share``: a session token in one line is what no whole message could keep
+        # (ToolTalk held out, 10%: 0.144 -> 0.230, the window 0.114; a fifth was below DIGEST_MIN).
         room = budget - self.min_cost(prob.whole_pins(), prob.costs)
-        share = max(share, DIGEST_ROOM if room <= 0 else min(DIGEST_ROOM, room / budget))
-        reserve = min(int(budget * share), DIGEST_MAX)
+        reserve = int(budget * share) if room <= 0 else min(int(budget * share), int(room))
+        reserve = min(reserve, DIGEST_MAX)
         if reserve < DIGEST_MIN:
             return None
         # The agent's own actions that the answer keeps stay as they are: a digest lists
@@ -438,10 +432,8 @@ class Run:
         allowed = prob.allowed.copy()
         allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
         allowed[self.code_actions() & (choices == _FULL)] = np.array([True, False, False, False])
-        # Never more than the cheapest answer leaves: beyond it the solve below has no answer
-        # (a long system prompt, pins that only fit degraded), and a smaller list is still one.
-        # (Held out, 10%: airline +0.139 -> +0.145, SWE-agent +0.182 -> +0.273 over the window,
-        # the others unchanged; on split seed 1 airline +0.149 -> +0.154, the same SWE-agent.)
+        # Never more than the cheapest answer leaves, beyond which the solve below has no answer
+        # (held out, 10%: airline +0.210 -> +0.215, SWE-agent +0.273 -> +0.364, others unchanged).
         reserve = min(reserve, budget - int(math.ceil(self.min_cost(allowed, prob.costs))))
         if reserve < DIGEST_MIN:
             return None

@@ -138,7 +138,7 @@ SEARCH_SPACE: Mapping[str, tuple[Any, ...]] = MappingProxyType({
     "stub_values": (0, 4, 8, 12, 16, 24),
     "retain_trim": (0.4, 0.5, 0.6, 0.75, 0.9),
     "retain_stub": (0.05, 0.1, 0.15, 0.25, 0.35),
-    "digest": (0.0, 0.1, 0.2, 0.3),
+    "digest": (0.0, 0.1, 0.2, 0.3, 0.5),
 })
 
 #: The figures :func:`tune_profile` can optimise.
