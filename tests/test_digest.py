@@ -207,24 +207,32 @@ def test_digest_lists_the_values_calls_keep_passing_first() -> None:
     assert result.restore(list(result.archive)) == messages
 
 
-def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> None:
-    """At a small budget the call that the newest result answers may alone cost more than
-    the budget: the pins degrade anyway, and a fifth of the budget is too little for a list.
-    The digest then takes up to half of it, so the session token the calls kept passing is in
-    sight (ToolTalk held out, 10%: what moved its recall past the window + 0.10)."""
-    messages = session_history()
+def _ends_with_a_costly_call(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with the last turn replaced by a call of 70-odd words and its short result."""
     messages[-1] = _call(4, "DeleteEvent", f'{{"session_token": "{TOKEN}", "note": "' + "word " * 70 + '"}')
     messages.append({"role": "tool", "tool_call_id": "c4", "content": "deleted"})
-    budget = 40
-    compactor = Compactor(scorer=Results(), counter=WORDS)
-    pair = sum(compactor.counter.count_entry(e) for e in compactor.compact(messages, budget=10_000).source.entries[-2:])
-    assert pair > budget  # the newest result cannot be kept with its call
-    result = compactor.compact(messages, budget=budget)
+    return messages
+
+
+def _lists_the_token(result: Any, messages: list[dict[str, Any]], budget: int) -> None:
     assert result.tokens <= budget and not tool_pairing_errors(result.messages)
     found = _digest(result)
     assert found is not None, [m.get("content") for m in result.messages]
     assert TOKEN in found[1]
     assert result.restore(list(result.archive)) == messages
+
+
+def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> None:
+    """At a small budget the call that the newest result answers may alone cost more than
+    the budget: the pins degrade anyway, and a fifth of the budget is too little for a list.
+    The digest then takes up to half of it, so the session token the calls kept passing is in
+    sight (ToolTalk held out, 10%: what moved its recall past the window + 0.10)."""
+    messages = _ends_with_a_costly_call(session_history())
+    budget = 40
+    compactor = Compactor(scorer=Results(), counter=WORDS)
+    pair = sum(compactor.counter.count_entry(e) for e in compactor.compact(messages, budget=10_000).source.entries[-2:])
+    assert pair > budget  # the newest result cannot be kept with its call
+    _lists_the_token(compactor.compact(messages, budget=budget), messages, budget)
 
 
 def test_the_digest_takes_what_the_pins_leave() -> None:
@@ -236,30 +244,17 @@ def test_the_digest_takes_what_the_pins_leave() -> None:
     messages[0] = {"role": "system", "content": "You are a calendar agent. " + "Follow the policy. " * 20}
     messages[-1] = {"role": "user", "content": "Now delete the second event of the first week, "
                     + "and please be careful " * 7}
-    compactor = Compactor(scorer=Results(), counter=WORDS)
     budget = 130  # the system prompt (68) and the last turn (41) whole leave 21, a fifth is 26
-    result = compactor.compact(messages, budget=budget)
-    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+    result = Compactor(scorer=Results(), counter=WORDS).compact(messages, budget=budget)
     assert {"m0", f"m{len(messages) - 1}"} <= set(result.kept)  # the pins stay whole
-    found = _digest(result)
-    assert found is not None, [m.get("content") for m in result.messages]
-    assert TOKEN in found[1]
-    assert result.restore(list(result.archive)) == messages
+    _lists_the_token(result, messages, budget)
 
 
 def test_the_digest_takes_no_more_than_the_cheapest_answer_leaves() -> None:
     """Where the pins cannot be whole, the digest may take half the budget, but a long system
     prompt leaves less than that beside the cheapest answer: it then takes what that leaves,
     and still lists the session token."""
-    messages = session_history()
+    messages = _ends_with_a_costly_call(session_history())
     messages[0] = {"role": "system", "content": "You are a calendar agent. " + "Follow the policy. " * 14}
-    messages[-1] = _call(4, "DeleteEvent", f'{{"session_token": "{TOKEN}", "note": "' + "word " * 70 + '"}')
-    messages.append({"role": "tool", "tool_call_id": "c4", "content": "deleted"})
-    compactor = Compactor(scorer=Results(), counter=WORDS)
     budget = 80  # the system prompt costs 50: half the budget would leave its solve no answer
-    result = compactor.compact(messages, budget=budget)
-    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
-    found = _digest(result)
-    assert found is not None, [m.get("content") for m in result.messages]
-    assert TOKEN in found[1]
-    assert result.restore(list(result.archive)) == messages
+    _lists_the_token(Compactor(scorer=Results(), counter=WORDS).compact(messages, budget=budget), messages, budget)
