@@ -451,8 +451,8 @@ class Run:
         rows = np.arange(self.n)
         room = budget - (int(costs[rows, alt].sum()) - int(costs[host, alt[host]]))
         shown: set[str] = set()
-        for i in np.flatnonzero(alt == _FULL):
-            shown.update(self._values(int(i)))
+        for i in np.flatnonzero(alt == _FULL).tolist():
+            shown.update(self._values(i))
         stub = renders[host][_STUB] if alt[host] == _STUB else None
         if stub is not None:
             head = stub.content[:-1]
@@ -485,6 +485,8 @@ class Run:
             if i == host:
                 continue
             values = self._values(i)
+            if shown.issuperset(values):  # nothing fresh (most entries, here): one set test
+                continue
             fresh = [v for v in values if v not in shown and (not only_recurring or v in recurring)]
             if not fresh:
                 continue
