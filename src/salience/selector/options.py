@@ -35,8 +35,8 @@ from salience.tooltypes import ToolType, tool_type
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values, value_set
 
-__all__ = ["EntryOptions", "OptionsCache", "Rows", "cap", "entry_options", "min_cost", "rows", "unit_min", "units",
-           "work_out"]
+__all__ = ["EntryOptions", "OptionsCache", "Rows", "cap", "entry_options", "min_cost", "rows", "unit_min", "unit_mins",
+           "units", "work_out"]
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -446,6 +446,16 @@ def unit_min(costs: np.ndarray, allowed: np.ndarray, members: list[int]) -> floa
     return total
 
 
-def min_cost(costs: np.ndarray, allowed: np.ndarray, groups: list[list[int]]) -> float:
-    """Least cost of a selection: the sum of each unit's :func:`unit_min`."""
-    return sum(unit_min(costs, allowed, u) for u in groups)
+def unit_mins(costs: np.ndarray, allowed: np.ndarray, unit_of: np.ndarray, n_units: int) -> np.ndarray:
+    """:func:`unit_min` of every unit at once (``unit_of``: each entry's unit), as floats: a run
+    asks for all of them on every call, which one by one is a Python loop over the entries."""
+    cheapest = np.where(allowed[:, :_DROP], costs[:, :_DROP], np.inf).min(axis=1)
+    kept = np.bincount(unit_of, weights=cheapest, minlength=n_units)  # inf where a member cannot be kept
+    stays = np.bincount(unit_of, weights=~allowed[:, _DROP], minlength=n_units) > 0  # some member may not drop
+    return np.where(stays, kept, 0.0)
+
+
+def min_cost(costs: np.ndarray, allowed: np.ndarray, unit_of: np.ndarray, n_units: int) -> float:
+    """Least cost of a selection: the sum of each unit's :func:`unit_min` (whole numbers: the
+    sum is exact in any order)."""
+    return float(unit_mins(costs, allowed, unit_of, n_units).sum())

@@ -45,7 +45,7 @@ from salience.errors import BudgetError
 from salience.messages.dispatch import MessageCache, render
 from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
-from salience.selector.options import OptionsCache, min_cost, rows, unit_min
+from salience.selector.options import OptionsCache, min_cost, rows, unit_min, unit_mins
 from salience.selector.params import Config
 from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
@@ -305,11 +305,10 @@ class Run:
             # Critical entries are pinned only while they fit beside the soft pins, whole.
             whole = allowed.copy()
             whole[soft] = np.array([True, False, False, False])
-            unit_cost = [unit_min(costs, whole, u) for u in self.units]
+            unit_cost = unit_mins(costs, whole, self.unit_of, len(self.units)).tolist()
             total = sum(unit_cost)
-            order = sorted((i for i in range(self.n) if scores[i] >= cfg.critical and not exempt[i]),
-                           key=lambda i: (-scores[i], -i))
-            for i in order:
+            order = np.flatnonzero((scores >= cfg.critical) & ~exempt)
+            for i in order[np.lexsort((-order, -scores[order]))].tolist():  # best score first, then newest
                 row = allowed[i].copy()
                 allowed[i] = whole[i] = np.array([True, False, False, False])
                 u = int(self.unit_of[i])
@@ -360,8 +359,7 @@ class Run:
     def min_cost(self, allowed: np.ndarray, costs: np.ndarray) -> float:
         """Least a selection can cost: summed over the units that cannot all go (the others
         cost nothing at their cheapest)."""
-        kept = np.unique(self.unit_of[~allowed[:, _DROP]])
-        return min_cost(costs, allowed, [self.units[int(u)] for u in kept])
+        return min_cost(costs, allowed, self.unit_of, len(self.units))
 
     def solve(self, prob: Problem, budget: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, str, bool]:
         """(choices, method, over_budget); raises :class:`BudgetError` per ``on_over_budget``.
@@ -459,8 +457,8 @@ class Run:
         rows = np.arange(self.n)
         room = budget - (int(costs[rows, alt].sum()) - int(costs[host, alt[host]]))
         shown: set[str] = set()
-        for i in np.flatnonzero(alt == _FULL):
-            shown.update(self._values(int(i)))
+        for i in np.flatnonzero(alt == _FULL).tolist():
+            shown.update(self._values(i))
         stub = renders[host][_STUB] if alt[host] == _STUB else None
         if stub is not None:
             head = stub.content[:-1]
@@ -493,6 +491,8 @@ class Run:
             if i == host:
                 continue
             values = self._values(i)
+            if shown.issuperset(values):  # nothing fresh (most entries, here): one set test
+                continue
             fresh = [v for v in values if v not in shown and (not only_recurring or v in recurring)]
             if not fresh:
                 continue
