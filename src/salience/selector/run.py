@@ -10,7 +10,7 @@ A :class:`Run` holds what :meth:`Compactor.compact
    The last user turn (with ``pin_last_user``, off by default) and the last ``pin_last`` entries (the
    assistant's plain text, neither a tool call nor a code action, not counted) are soft
    pins: each step down (whole, trimmed, stubbed, dropped) of one is worth more than
-   every other entry and every older pin together (:func:`_pin_worth`), so they stay whole
+   every other entry and every older pin together (:func:`~salience.selector.pins.pin_worth`), so they stay whole
    whenever the budget allows and degrade, oldest first, before anything raises (a last user turn
    that alone costs more than the budget is not pinned: its score weighs it). Entries scored at
    least ``critical`` are pinned whole too, highest score first, while they fit beside
@@ -47,6 +47,7 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
 from salience.selector.options import OptionsCache, min_cost, rows, unit_min, unit_mins
 from salience.selector.params import Config
+from salience.selector.pins import pin_worth, strict_pins
 from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
@@ -352,7 +353,7 @@ class Run:
         values[self.code_actions(), _FULL] += ACTION_WORTH
         values[:, _DROP] = 0.0
         if soft.any():
-            values = values + _pin_worth(values, soft)
+            values = values + pin_worth(values, soft)
         return Problem(costs=costs, values=values, allowed=allowed, scores=scores, phase=ph, pins=int(pins.sum()),
                        soft=soft)
 
@@ -365,7 +366,10 @@ class Run:
         """(choices, method, over_budget); raises :class:`BudgetError` per ``on_over_budget``.
         The solver's certified gap is kept in :attr:`solver_gap` for :meth:`assemble`."""
         allowed = prob.allowed if allowed is None else allowed
-        kwargs = dict(allowed=allowed, parent=self.parent, method=self.cfg.solver)
+        held = allowed
+        if self.cfg.solver == "greedy" and prob.soft.any():  # a greedy fill does not keep the pins' order
+            held = strict_pins(allowed, prob.soft, lambda a: self.min_cost(a, prob.costs), budget)
+        kwargs = dict(allowed=held, parent=self.parent, method=self.cfg.solver)
         try:
             sol = knapsack.solve(prob.costs, prob.values, budget, **kwargs)  # type: ignore[arg-type]
             over = False
@@ -659,39 +663,3 @@ class Run:
 
     def full_choices(self) -> np.ndarray:
         return np.zeros(self.n, dtype=np.int64)
-
-
-#: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`_pin_worth`).
-PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
-#: How many of the newest soft pins degrade in strict order (see :func:`_pin_worth`).
-PIN_RANKS = 12
-
-
-def _pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
-    """Extra worth that keeps soft pins as whole as the budget allows, newest first.
-
-    Each step down of a soft pin (whole, trimmed, stubbed, dropped) costs more worth
-    than everything else in the problem and every older pin are worth put together, so
-    the solver gives up any amount of other entries before it degrades a pin, and
-    degrades every older pin, down to dropping it, before a newer one: the newest pin
-    (the result the agent answers) stays in its best form that fits, and the last user
-    turn before it gives way first. (With weights that only grew with the rank, dropping
-    the latest result whole could cost less than stubbing the user turn and trimming the
-    result: ToolTalk, perfect scores, 25%: the latest result was dropped.) A pin's whole
-    form gets its full weight, its trimmed form half, its stub a quarter, dropping it
-    nothing. The order is strict among the newest :data:`PIN_RANKS` pins (each weighs about
-    five times the one before it); older ones, below those, only weigh more the newer they
-    are (each step down of one still costs more than every other entry), so that float sums
-    keep the other entries' worths distinct however many pins there are.
-    """
-    base = float(values[~soft].max(axis=1).sum()) + 1.0
-    idx = np.flatnonzero(soft)
-    older, ranked = idx[: max(len(idx) - PIN_RANKS, 0)], idx[-PIN_RANKS:]
-    weight = np.zeros(len(soft))
-    # The unranked pins: each step down still costs more than every other entry is worth.
-    weight[older] = base / PIN_FORMS[_STUB] * (1.0 + np.arange(1, len(older) + 1) / max(len(older), 1))
-    total = base + float(weight.sum())
-    for i in ranked:
-        weight[i] = total / PIN_FORMS[_STUB] * (1.0 + 1e-9)  # its least step outweighs all before it
-        total += weight[i]
-    return weight[:, None] * PIN_FORMS[None, :]

@@ -1,0 +1,76 @@
+"""What the soft pins are worth, and the pins held to their forms for the greedy solver.
+
+Soft pins (the last ``pin_last`` entries, the last user turn with ``pin_last_user``) stay
+whole whenever the budget allows and degrade, oldest first, before anything raises.
+:func:`pin_worth` makes that the solver's objective: each step down of a pin outweighs
+everything older. The exact and LP solvers keep that order; a greedy fill by efficiency
+does not (a pin that costs much beside cheap entries goes first), so for it
+:func:`strict_pins` holds each pin, newest first, to the best of its forms that still fits
+before the rest is filled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from salience.selector.problem import DROP, FULL, STUB, TRIM
+
+__all__ = ["PIN_FORMS", "PIN_RANKS", "pin_worth", "strict_pins"]
+
+#: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`pin_worth`).
+PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
+#: How many of the newest soft pins degrade in strict order (see :func:`pin_worth`).
+PIN_RANKS = 12
+
+
+def pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
+    """Extra worth that keeps soft pins as whole as the budget allows, newest first.
+
+    Each step down of a soft pin (whole, trimmed, stubbed, dropped) costs more worth
+    than everything else in the problem and every older pin are worth put together, so
+    the solver gives up any amount of other entries before it degrades a pin, and
+    degrades every older pin, down to dropping it, before a newer one: the newest pin
+    (the result the agent answers) stays in its best form that fits, and the last user
+    turn before it gives way first. (With weights that only grew with the rank, dropping
+    the latest result whole could cost less than stubbing the user turn and trimming the
+    result: ToolTalk, perfect scores, 25%: the latest result was dropped.) A pin's whole
+    form gets its full weight, its trimmed form half, its stub a quarter, dropping it
+    nothing. The order is strict among the newest :data:`PIN_RANKS` pins (each weighs about
+    five times the one before it); older ones, below those, only weigh more the newer they
+    are (each step down of one still costs more than every other entry), so that float sums
+    keep the other entries' worths distinct however many pins there are.
+    """
+    base = float(values[~soft].max(axis=1).sum()) + 1.0
+    idx = np.flatnonzero(soft)
+    older, ranked = idx[: max(len(idx) - PIN_RANKS, 0)], idx[-PIN_RANKS:]
+    weight = np.zeros(len(soft))
+    # The unranked pins: each step down still costs more than every other entry is worth.
+    weight[older] = base / PIN_FORMS[STUB] * (1.0 + np.arange(1, len(older) + 1) / max(len(older), 1))
+    total = base + float(weight.sum())
+    for i in ranked:
+        weight[i] = total / PIN_FORMS[STUB] * (1.0 + 1e-9)  # its least step outweighs all before it
+        total += weight[i]
+    return weight[:, None] * PIN_FORMS[None, :]
+
+
+def strict_pins(allowed: np.ndarray, soft: np.ndarray, least: Callable[[np.ndarray], float],
+                budget: int) -> np.ndarray:
+    """``allowed`` with each soft pin, newest first, held to the best of its allowed forms
+    (whole, trimmed, stubbed, dropped) with which the cheapest selection (``least``) still
+    fits ``budget``, the newer pins held as chosen; a pin none of whose forms fits is left as
+    it is (the solver then raises, or keeps the pins over budget). What :func:`pin_worth` asks
+    of an exact solver, made sure of before a greedy one fills the rest."""
+    held = allowed.copy()
+    for i in np.flatnonzero(soft)[::-1].tolist():
+        for form in (FULL, TRIM, STUB, DROP):
+            if not held[i, form]:
+                continue
+            trial = held.copy()
+            trial[i] = False
+            trial[i, form] = True
+            if least(trial) <= budget:
+                held = trial
+                break
+    return held
