@@ -59,3 +59,27 @@ def test_marker_ids_reads_back_what_stubs_and_trims_name() -> None:
     assert marker_ids(stub) == ["m12"]
     assert marker_ids(f"{stub} and then {trimmed}") == ["m12", "call_7"]
     assert marker_ids("archived m12 (no marker)") == [] and marker_ids("[salience: restored m12]") == []
+
+
+def test_a_trimmed_tool_result_lists_the_values_its_middle_held() -> None:
+    """Trimmed in a compaction, a tool result's marker lists the ids only its cut middle held
+    (a user turn's does not), the marker still names the entry, and restoring gives it back."""
+    from salience import Compactor, Transcript
+
+    rows = "\n".join(f"row {i}: flight HAT{100 + i} seat {i}A economy" for i in range(40))
+    messages = [
+        {"role": "user", "content": "Find flights.\n" + "\n".join(f"note {i} about the trip" for i in range(40))},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": "search_flights", "arguments": '{"to": "LAX"}'}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": rows},
+    ]
+    compactor = Compactor(counter=TokenCounter(lambda text: len(text.split())), digest=0)
+    source = Transcript.from_openai(messages)
+    full = sum(compactor.counter.count_entry(e) for e in source.entries)
+    result = compactor.compact(messages, budget=full // 2)
+    trimmed = {e.id: e.content for e in result.transcript.entries if e.id in result.trimmed}
+    assert "m2" in trimmed, (result.choices, trimmed)
+    marker = next(line for line in trimmed["m2"].splitlines() if line.startswith("[salience: trimmed"))
+    assert "; cut: HAT1" in marker and marker_ids(marker) == ["m2"]
+    assert all("cut:" not in text for i, text in trimmed.items() if i != "m2")  # the user turn lists none
+    assert result.restore(list(result.archive)) == messages

@@ -5,9 +5,10 @@ tool a model calls to get the entry back, :data:`RESTORE_TOOL` (see
 :mod:`salience.selector.restore`; code can also call
 :meth:`salience.selector.compactor.Compaction.restore`).
 
-A trimmed entry keeps its head and its tail; the middle becomes one line::
+A trimmed entry keeps its head and its tail; the middle becomes one line (a tool result's
+also lists the values that only the middle held)::
 
-    [salience: trimmed 640 tokens (38 lines) from m12; restore id m12 via salience_restore]
+    [salience: trimmed 640 tokens (38 lines) from m12; restore id m12 via salience_restore; cut: HAT136]
 
 A stub replaces the whole content with one short line that keeps the entry's id and
 key values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
@@ -77,13 +78,17 @@ def trim_text(
     *,
     entry_id: str,
     total: int | None = None,
+    values: Sequence[str] = (),
+    max_values: int = 8,
 ) -> str | None:
     """``text`` with about ``keep`` tokens kept (60% head, 40% tail) and the middle
     replaced by a one-line marker; ``None`` when there is nothing worth cutting.
 
     Cuts fall on line breaks when one is near (within 30% of the kept part, or 60 characters), else
     on spaces (within 40 characters), else anywhere. The marker says how many tokens and line breaks were
-    cut, and the id that restores the entry.
+    cut, and the id that restores the entry. Of ``values`` (the entry's key values), those that
+    only the cut middle held, at most ``max_values``, are listed at the marker's end (``; cut:
+    ...``), as a stub lists its values: the ids of a search result's middle rows stay in sight.
 
     >>> from salience.tokens import TokenCounter
     >>> words = TokenCounter(lambda t: len(t.split()))
@@ -91,6 +96,10 @@ def trim_text(
     >>> print(trim_text(text, 10, words, entry_id="m3"))
     line 0 of the log
     [salience: trimmed 90 tokens (18 lines) from m3; restore id m3 via salience_restore]
+    line 19 of the log
+    >>> print(trim_text(text.replace("line 7 ", "line ZFA04Y "), 10, words, entry_id="m3", values=["ZFA04Y"]))
+    line 0 of the log
+    [salience: trimmed 90 tokens (18 lines) from m3; restore id m3 via salience_restore; cut: ZFA04Y]
     line 19 of the log
     """
     if not text:
@@ -111,8 +120,11 @@ def trim_text(
     cut = max(1, total - counter.count(head) - counter.count(tail))
     lines = middle.count("\n")
     line_part = f" ({lines} line{'s' if lines != 1 else ''})" if lines else ""
+    kept = head + tail
+    lost = [quote_value(v) for v in values if v in middle and v not in kept][: max(0, max_values)]
+    listed = f"; cut: {', '.join(lost)}" if lost else ""
     marker = (f"{MARKER} trimmed {cut} token{'s' if cut != 1 else ''}{line_part} from {entry_id}; "
-              f"restore id {entry_id} via {RESTORE_TOOL}]")
+              f"restore id {entry_id} via {RESTORE_TOOL}{listed}]")
     sep_head = "" if not head or head.endswith("\n") else "\n"
     sep_tail = "\n" if tail else ""
     return f"{head}{sep_head}{marker}{sep_tail}{tail}"
