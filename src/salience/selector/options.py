@@ -155,9 +155,8 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
         # the window, SWE-agent +0.364 / +0.182 -> +0.409 / +0.227, ToolTalk +0.105 -> +0.107 at
         # 25%; split seed 1 airline +0.218 / +0.204 -> +0.231 / +0.205. Every trim listing them
         # cost MINT's task turns 0.057 of its own-definition recall at 25%.)
-        listed = values if src.role == "tool" else ()
-        text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id, values=listed,
-                         max_values=cfg.stub_values)
+        text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id,
+                         values=values if src.role == "tool" else (), max_values=cfg.stub_values)
         # A form differs from the entry in its content alone: its count_entry is the entry's
         # (src_cost) less the content's count plus the form's, the same cached counts summed,
         # and the form's Entry is made only when the form is offered.
