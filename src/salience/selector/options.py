@@ -196,8 +196,8 @@ class Rows:
     lists are not to be changed (the arrays are read-only): the next transcript's rows
     share them for its first entries."""
 
-    __slots__ = ("_arrays", "_base", "_code", "_edits", "_passed", "_system", "entries", "full", "full_cost", "ids",
-                 "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
+    __slots__ = ("_arrays", "_base", "_calls", "_code", "_edits", "_passed", "_system", "entries", "full", "full_cost",
+                 "ids", "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
 
     def __init__(self) -> None:
         self.entries: tuple[Entry, ...] = ()
@@ -217,6 +217,7 @@ class Rows:
         self._base: tuple[Rows, int] | None = None
         self._system: np.ndarray | None = None
         self._code: np.ndarray | None = None
+        self._calls: np.ndarray | None = None
         self._edits: tuple[dict[str, Any], np.ndarray] | None = None
         # (how many calls passed each value, the values passed at least `least` times, least) over every entry
         self._passed: tuple[Counter[str], frozenset[str], int] | None = None
@@ -288,6 +289,12 @@ class Rows:
             self._code = self._flags("_code", lambda e: e.role == "assistant" and not e.tool_calls and bool(e.content)
                                      and ACTION_BLOCK.search(e.content) is not None)
         return self._code
+
+    def calls(self) -> np.ndarray:
+        """Entries that call a tool."""
+        if self._calls is None:
+            self._calls = self._flags("_calls", lambda e: bool(e.tool_calls))
+        return self._calls
 
     def edits(self, types: Mapping[str, Any]) -> np.ndarray:
         """Assistant entries with a call to a state-changing tool (:attr:`ToolType.EDIT`, with

@@ -17,7 +17,9 @@ import numpy as np
 
 from salience.selector.problem import DROP, FULL, STUB, TRIM
 
-__all__ = ["PIN_FORMS", "PIN_RANKS", "pin_worth", "strict_pins"]
+_WHOLE = np.array([True, False, False, False])
+
+__all__ = ["PIN_FORMS", "PIN_RANKS", "pin_worth", "strict_pins", "window_actions"]
 
 #: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`pin_worth`).
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
@@ -74,3 +76,45 @@ def strict_pins(allowed: np.ndarray, soft: np.ndarray, least: Callable[[np.ndarr
                 held = trial
                 break
     return held
+
+
+def window_actions(costs: np.ndarray, allowed: np.ndarray, system: np.ndarray, acting: np.ndarray,
+                   least: Callable[[np.ndarray], float], budget: int) -> np.ndarray:
+    """The acting entries (``acting``: the agent's calls and code actions) that a sliding
+    window keeps whole at ``budget``, newest first, as many of them as can be held whole
+    (``allowed`` left with only their whole form) while the cheapest selection (``least``)
+    still fits; their indices.
+
+    The window is the longest run of the newest non-system entries whose whole forms fit
+    beside the system entries' (observation masking keeps every action the same way and masks
+    only observations). Held whole, they make sure a compaction never keeps fewer of the
+    agent's own actions than the window does, wherever what must stay beside them allows.
+
+    >>> costs = np.array([[50, 20, 5, 0], [30, 10, 5, 0], [40, 15, 5, 0], [20, 8, 5, 0]])
+    >>> allowed = np.ones((4, 4), dtype=bool)
+    >>> system = np.array([True, False, False, False])
+    >>> acting = np.array([False, True, True, False])
+    >>> least = lambda a: float(np.where(a, costs, 10**9).min(axis=1).sum())
+    >>> window_actions(costs, allowed, system, acting, least, budget=115).tolist()  # the window: entries 2, 3
+    [2]
+    >>> window_actions(costs, allowed, system, acting, least, budget=140).tolist()  # every entry fits
+    [2, 1]
+    """
+    rest = np.flatnonzero(~system)[::-1]  # newest first
+    left = budget - float(costs[system, FULL].sum())
+    inside = int(np.searchsorted(np.cumsum(costs[rest, FULL]), left, side="right"))
+    window = rest[:inside]
+    held = window[acting[window] & allowed[window, FULL] & allowed[window].any(axis=1)]
+
+    def fits(k: int) -> bool:
+        trial = allowed.copy()
+        trial[held[:k]] = _WHOLE
+        return least(trial) <= budget
+
+    if not len(held) or fits(len(held)):
+        return held
+    lo, hi = 0, len(held)  # fits(lo), not fits(hi): holding more whole only costs more
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return held[:lo]

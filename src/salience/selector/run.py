@@ -47,7 +47,7 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
 from salience.selector.options import OptionsCache, min_cost, rows, unit_min, unit_mins
 from salience.selector.params import Config
-from salience.selector.pins import pin_worth, strict_pins
+from salience.selector.pins import pin_worth, strict_pins, window_actions
 from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
@@ -320,6 +320,19 @@ class Run:
                     exempt[i] = True
                 else:
                     allowed[i] = whole[i] = row
+        # The agent's actions that a sliding window keeps stay whole, as many as what must stay
+        # allows (observation masking's rule: actions stay): never fewer of them than the window.
+        acting = self.rows.calls() | self.code_actions()
+        if acting.any():
+            acting = acting.copy()
+            acting[list(fixed)] = False
+            # beside the soft pins whole, where they fit so: a pin's form comes first
+            whole = allowed.copy()
+            whole[soft] = np.array([True, False, False, False])
+            base = whole if soft.any() and self.min_cost(whole, costs) <= budget else allowed
+            held = window_actions(costs, base, self.system_mask(), acting, lambda a: self.min_cost(a, costs), budget)
+            allowed[held] = np.array([True, False, False, False])
+            exempt[held] = True
         policy = self.policy()
         ph = policy.check_phase(phase) if phase is not None else detect_phase(self.source, policy)
         allowed = mask_options(self.source, policy, ph, allowed=allowed, costs=costs, scores=scores,

@@ -1,0 +1,126 @@
+"""The agent's actions that a sliding window keeps whole stay whole (issue #14: never fewer of the
+agent's own actions than the window keeps), beside the soft pins whole, where what must stay allows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from salience import Compactor
+from salience.bench.message_baselines import sliding_window
+from salience.bench.references import actions_kept
+from salience.selector.masking import Option
+from salience.selector.pins import window_actions
+from salience.tokens import TokenCounter
+from salience.transcript import Transcript
+
+WORDS = TokenCounter(lambda text: len(text.split()))
+
+
+class ByRole:
+    """Observations score high and the agent's actions nothing: what a scorer trained on values
+    in tool output does, and what the rule keeps from costing the actions."""
+
+    def __init__(self, scores: Mapping[str, float]) -> None:
+        self.scores = scores
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.array([self.scores.get(e.role, 0.5) for e in transcript.entries])
+
+
+def _code(i: int) -> dict[str, Any]:
+    body = "\n".join(f"check(rows[{i}], column_{k}, strict = True)" for k in range(12))
+    return {"role": "assistant", "content": f"Step {i}.\n```python\nrows = load({i})\n{body}\n```"}
+
+
+def _observation(i: int) -> dict[str, Any]:
+    return {"role": "user", "content": "Observation: " + " ".join(f"row{i}_{k}" for k in range(8))}
+
+
+def code_history(steps: int = 5) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You write code."},
+                                      {"role": "user", "content": "Find the broken row."}]
+    for i in range(steps):
+        messages += [_code(i), _observation(i)]
+    return messages
+
+
+def _call(i: int) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"Opening part {i}.", "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": "open_file", "arguments": f'{{"part": {i}}}'}}]}
+
+
+def _result(i: int) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": f"c{i}", "content": " ".join(f"line{i}_{k}" for k in range(30))}
+
+
+def call_history(steps: int = 5) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You fix bugs."},
+                                      {"role": "user", "content": "Fix the crash in part 3."}]
+    for i in range(steps):
+        messages += [_call(i), _result(i)]
+    return messages
+
+
+def _window_budget(messages: list[dict[str, Any]], newest: int) -> int:
+    """The system prompt and the ``newest`` messages, whole, as WORDS bills them."""
+    probe = Compactor(scorer=ByRole({}), counter=WORDS)
+    return probe.compact(messages[:1] + messages[-newest:], budget=10**9).tokens
+
+
+def test_code_actions_the_window_keeps_stay_whole() -> None:
+    messages = code_history()
+    budget = _window_budget(messages, 4)  # the window: the last two actions and their observations
+    window = sliding_window(messages, budget, counter=WORDS)
+    assert actions_kept(messages, window) == (2, 5)
+    result = Compactor(scorer=ByRole({"user": 0.9, "assistant": 0.0}), counter=WORDS, pin_last=1).compact(
+        messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.choices["m8"] is Option.FULL and result.choices["m10"] is Option.FULL
+    assert actions_kept(messages, result.messages)[0] >= 2
+
+
+def test_tool_calls_the_window_keeps_stay_whole_with_their_results() -> None:
+    messages = call_history()
+    budget = _window_budget(messages, 4)
+    window = sliding_window(messages, budget, counter=WORDS)
+    assert actions_kept(messages, window) == (2, 5)
+    result = Compactor(scorer=ByRole({"tool": 0.9, "assistant": 0.0}), counter=WORDS, pin_last=1).compact(
+        messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.choices["m8"] is Option.FULL and result.choices["m10"] is Option.FULL
+    assert result.choices["m9"] is not Option.DROP  # a call kept keeps its result, in some form
+    assert actions_kept(messages, result.messages)[0] >= 2
+
+
+def test_older_actions_are_left_to_the_scores() -> None:
+    """Only the window's actions are held: an older one goes when the scores say so."""
+    messages = code_history()
+    budget = _window_budget(messages, 4)
+    result = Compactor(scorer=ByRole({"user": 0.9, "assistant": 0.0}), counter=WORDS, pin_last=1).compact(
+        messages, budget=budget)
+    assert result.choices["m2"] is not Option.FULL
+
+
+def test_window_actions_hold_only_what_still_fits() -> None:
+    # system, an old user turn that may not go (its stub costs 8), two actions, the newest result
+    costs = np.array([[10, 5, 2, 0], [20, 12, 8, 0], [30, 10, 4, 0], [30, 10, 4, 0], [5, 3, 2, 0]])
+    allowed = np.ones((5, 5 - 1), dtype=bool)
+    allowed[1, 3] = False
+    system = np.array([True, False, False, False, False])
+    acting = np.array([False, False, True, True, False])
+
+    def least(a: np.ndarray) -> float:
+        return float(np.where(a, costs, 10**9).min(axis=1).sum())
+
+    assert window_actions(costs, allowed, system, acting, least, 80).tolist() == [3, 2]  # the window: 4, 3, 2
+    assert window_actions(costs, allowed, system, acting, least, 50).tolist() == [3]  # the window: 4, 3
+    assert window_actions(costs, allowed, system, acting, least, 40).tolist() == []  # the window: 4
+    held = allowed.copy()
+    held[[0, 4]] = [True, False, False, False]  # the system prompt and the newest, whole
+    # both actions are in the window, but whole beside those and the old turn's stub only one fits
+    assert window_actions(costs, held, system, acting, least, 80).tolist() == [3]
+    assert window_actions(costs, held, system, acting, least, 53).tolist() == [3]
+    assert window_actions(costs, held, system, acting, least, 52).tolist() == []
