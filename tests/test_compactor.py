@@ -1088,7 +1088,10 @@ def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:
         {"role": "assistant", "content": "Okay. Now let me modify the alarm for you."},
     ]
     scorer = DictScorer({"m2": 0.0, "m3": 0.0}, default=1.0)
-    budget = total_tokens(messages) - COUNTER.count_entry(Transcript.from_openai(messages).entries[1])
+    # Room for the system prompt, the call and its result: a sliding window holds the plain words
+    # and the result, not the call (so no action of the window's is held whole, pinned or not).
+    entries = Transcript.from_openai(messages).entries
+    budget = sum(COUNTER.count_entry(entries[i]) for i in (0, 2, 3))
     result = make(scorer=scorer).compact(messages, budget=budget)
     assert {"m2", "m3"} <= set(result.kept), result.choices
     assert result.tokens <= budget

@@ -115,7 +115,7 @@ def _pins(source: Transcript, c: Compactor, full_costs: Any, budget: int) -> set
     users = [i for i, e in enumerate(entries) if e.role == "user"]
     answered = [i for i, e in enumerate(entries) if e.role != "system" and (
         e.role != "assistant" or e.tool_calls or ACTION_BLOCK.search(e.content or ""))]
-    tail = answered[len(answered) - c.pin_last:] if c.pin_last else []
+    tail = answered[max(len(answered) - c.pin_last, 0):] if c.pin_last else []
     if c.pin_last_user and users and (full_costs[users[-1]] <= budget or users[-1] in tail):
         pins.add(entries[users[-1]].id)
     pins.update(entries[i].id for i in tail)
