@@ -17,14 +17,14 @@ import numpy as np
 
 from salience.selector.problem import DROP, FULL, STUB, TRIM
 
-_WHOLE = np.array([True, False, False, False])
-
 __all__ = ["PIN_FORMS", "PIN_RANKS", "pin_worth", "strict_pins", "window_actions"]
 
 #: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`pin_worth`).
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
 #: How many of the newest soft pins degrade in strict order (see :func:`pin_worth`).
 PIN_RANKS = 12
+
+_WHOLE = np.array([True, False, False, False])  # an allowed row with only the whole form
 
 
 def pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
@@ -104,7 +104,7 @@ def window_actions(costs: np.ndarray, allowed: np.ndarray, system: np.ndarray, a
     left = budget - float(costs[system, FULL].sum())
     inside = int(np.searchsorted(np.cumsum(costs[rest, FULL]), left, side="right"))
     window = rest[:inside]
-    held = window[acting[window] & allowed[window, FULL] & allowed[window].any(axis=1)]
+    held = window[acting[window] & allowed[window, FULL]]
 
     def fits(k: int) -> bool:
         trial = allowed.copy()
