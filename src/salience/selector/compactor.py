@@ -171,7 +171,9 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             0.004; MINT and conversations, where the last user turn is the newest entry
             answered, unchanged.)
         critical: entries scored at least this are pinned while they fit beside the other
-            pins whole; None: never.
+            pins whole and the agent's actions (calls, code actions) that a sliding window of
+            whole messages keeps, which are held whole first so that no compaction keeps fewer
+            of them than the window; None: never.
         max_entry_tokens: entries above this are trimmed on the way in (system entries
             excepted); None: never.
         trim_keep: how much a trimmed entry keeps: a float in (0, 1) is a share of its
