@@ -1085,7 +1085,7 @@ def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:
         {"role": "assistant", "content": None, "tool_calls": [
             call("c1", "GetUserToken", username="JaneSmith", password="hunter2")]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"token": "o8i7u6y5t4r3e2w1q0"}'},
-        {"role": "assistant", "content": "Okay. Now let me modify the alarm for you."},
+        {"role": "assistant", "content": "Okay. Now let me modify the alarm for you, from 6:30 to 7:30, as you asked."},
     ]
     scorer = DictScorer({"m2": 0.0, "m3": 0.0}, default=1.0)
     # Room for the system prompt, the call and its result: a sliding window holds the plain words

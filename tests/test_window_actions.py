@@ -108,12 +108,12 @@ def test_window_actions_hold_only_what_still_fits() -> None:
     def least(a: np.ndarray) -> float:
         return float(np.where(a, costs, 10**9).min(axis=1).sum())
 
-    assert window_actions(costs, allowed, system, acting, least, 80).tolist() == [3, 2]  # the window: 4, 3, 2
-    assert window_actions(costs, allowed, system, acting, least, 50).tolist() == [3]  # the window: 4, 3
-    assert window_actions(costs, allowed, system, acting, least, 40).tolist() == []  # the window: 4
+    assert window_actions(costs[:, 0], allowed, system, acting, least, 80).tolist() == [3, 2]  # the window: 4, 3, 2
+    assert window_actions(costs[:, 0], allowed, system, acting, least, 50).tolist() == [3]  # the window: 4, 3
+    assert window_actions(costs[:, 0], allowed, system, acting, least, 40).tolist() == []  # the window: 4
     held = allowed.copy()
     held[[0, 4]] = [True, False, False, False]  # the system prompt and the newest, whole
     # both actions are in the window, but whole beside those and the old turn's stub only one fits
-    assert window_actions(costs, held, system, acting, least, 80).tolist() == [3]
-    assert window_actions(costs, held, system, acting, least, 53).tolist() == [3]
-    assert window_actions(costs, held, system, acting, least, 52).tolist() == []
+    assert window_actions(costs[:, 0], held, system, acting, least, 80).tolist() == [3]
+    assert window_actions(costs[:, 0], held, system, acting, least, 53).tolist() == [3]
+    assert window_actions(costs[:, 0], held, system, acting, least, 52).tolist() == []

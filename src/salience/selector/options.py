@@ -269,12 +269,12 @@ class Rows:
         self._arrays = (renders, _frozen(costs), _frozen(available), _frozen(cover))
         return self._arrays
 
-    def _flags(self, attr: str, flag: Any) -> np.ndarray:
+    def _flags(self, attr: str, flag: Any, dtype: Any = bool) -> np.ndarray:
         base, m = self._reuse()
         old: np.ndarray | None = getattr(base, attr) if base is not None else None
         m = m if old is not None else 0
-        head = old[:m] if old is not None else np.zeros(0, dtype=bool)
-        tail = np.fromiter(map(flag, self.entries[m:]), dtype=bool, count=len(self.entries) - m)
+        head = old[:m] if old is not None else np.zeros(0, dtype=dtype)
+        tail = np.fromiter(map(flag, self.entries[m:]), dtype=dtype, count=len(self.entries) - m)
         return _frozen(np.concatenate([head, tail]))
 
     def system(self) -> np.ndarray:
@@ -291,9 +291,9 @@ class Rows:
         return self._code
 
     def calls(self) -> np.ndarray:
-        """Entries that call a tool."""
+        """How many tool calls each entry makes."""
         if self._calls is None:
-            self._calls = self._flags("_calls", lambda e: bool(e.tool_calls))
+            self._calls = self._flags("_calls", lambda e: len(e.tool_calls), np.int64)
         return self._calls
 
     def edits(self, types: Mapping[str, Any]) -> np.ndarray:

@@ -78,14 +78,14 @@ def strict_pins(allowed: np.ndarray, soft: np.ndarray, least: Callable[[np.ndarr
     return held
 
 
-def window_actions(costs: np.ndarray, allowed: np.ndarray, system: np.ndarray, acting: np.ndarray,
+def window_actions(sizes: np.ndarray, allowed: np.ndarray, system: np.ndarray, acting: np.ndarray,
                    least: Callable[[np.ndarray], float], budget: int) -> np.ndarray:
     """The acting entries (``acting``: the agent's calls and code actions) that a sliding
     window keeps whole at ``budget``, newest first, as many of them as can be held whole
     (``allowed`` left with only their whole form) while the cheapest selection (``least``)
     still fits; their indices.
 
-    The window is the longest run of the newest non-system entries whose whole forms fit
+    The window is the longest run of the newest non-system entries whose whole ``sizes`` fit
     beside the system entries' (observation masking keeps every action the same way and masks
     only observations). Held whole, they make sure a compaction never keeps fewer of the
     agent's own actions than the window does, wherever what must stay beside them allows.
@@ -95,14 +95,14 @@ def window_actions(costs: np.ndarray, allowed: np.ndarray, system: np.ndarray, a
     >>> system = np.array([True, False, False, False])
     >>> acting = np.array([False, True, True, False])
     >>> least = lambda a: float(np.where(a, costs, 10**9).min(axis=1).sum())
-    >>> window_actions(costs, allowed, system, acting, least, budget=115).tolist()  # the window: entries 2, 3
+    >>> window_actions(costs[:, 0], allowed, system, acting, least, budget=115).tolist()  # the window: 2, 3
     [2]
-    >>> window_actions(costs, allowed, system, acting, least, budget=140).tolist()  # every entry fits
+    >>> window_actions(costs[:, 0], allowed, system, acting, least, budget=140).tolist()  # every entry fits
     [2, 1]
     """
     rest = np.flatnonzero(~system)[::-1]  # newest first
-    left = budget - float(costs[system, FULL].sum())
-    inside = int(np.searchsorted(np.cumsum(costs[rest, FULL]), left, side="right"))
+    left = budget - float(sizes[system].sum())
+    inside = int(np.searchsorted(np.cumsum(sizes[rest]), left, side="right"))
     window = rest[:inside]
     held = window[acting[window] & allowed[window, FULL]]
 
