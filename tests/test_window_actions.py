@@ -3,19 +3,27 @@ agent's own actions than the window keeps), beside the soft pins whole, where wh
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from salience import Compactor
 from salience.bench.message_baselines import sliding_window
 from salience.bench.references import actions_kept
+from salience.errors import BudgetError
 from salience.selector.masking import Option
 from salience.selector.pins import window_actions
 from salience.tokens import TokenCounter
-from salience.transcript import Transcript
+from salience.transcript import ACTION_BLOCK, Transcript
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_compactor_properties import COUNTER, SeededScorer, openai_histories  # noqa: E402
 
 WORDS = TokenCounter(lambda text: len(text.split()))
 
@@ -117,3 +125,42 @@ def test_window_actions_hold_only_what_still_fits() -> None:
     assert window_actions(costs[:, 0], held, system, acting, least, 80).tolist() == [3]
     assert window_actions(costs[:, 0], held, system, acting, least, 53).tolist() == [3]
     assert window_actions(costs[:, 0], held, system, acting, least, 52).tolist() == []
+
+
+@st.composite
+def _compactors(draw: st.DrawFn) -> Compactor:
+    """Compactors whose pins the window's actions sit beside: the last user turn not pinned apart
+    (an old one may not fit beside them), no entry cut on the way in (its whole form is the cut)."""
+    return Compactor(
+        scorer=SeededScorer(draw(st.integers(0, 1000))), counter=COUNTER, pin_last=draw(st.integers(0, 5)),
+        pin_system=draw(st.booleans()), critical=draw(st.sampled_from([None, 0.9])),
+        solver=draw(st.sampled_from(["auto", "greedy"])), policy=draw(st.sampled_from([None, "coding", "airline"])),
+        digest=draw(st.sampled_from([0.0, 0.2, 0.5])))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=openai_histories(), c=_compactors(), fraction=st.floats(0.05, 1.0))
+def test_never_fewer_whole_actions_than_the_window(messages: list[dict[str, Any]], c: Compactor,
+                                                    fraction: float) -> None:
+    """As many of the agent's actions whole as a sliding window of whole messages keeps at the
+    same budget, counted as the compactor counts (the window the system prompt, then the newest
+    entries while they fit)."""
+    source = Transcript.from_openai(messages)
+    costs = [COUNTER.count_entry(e) for e in source.entries]
+    budget = max(1, int(sum(costs) * fraction))
+    try:
+        result = c.compact(messages, budget=budget)
+    except BudgetError:
+        return
+    assume(not result.over_budget)
+    acting = [bool(e.tool_calls) or (e.role == "assistant" and ACTION_BLOCK.search(e.content or "") is not None)
+              for e in source.entries]
+    left = budget - sum(k for k, e in zip(costs, source.entries) if e.role == "system")
+    in_window = 0
+    for i in reversed([i for i, e in enumerate(source.entries) if e.role != "system"]):
+        left -= costs[i]
+        if left < 0:
+            break
+        in_window += acting[i]
+    whole = sum(result.choices[e.id] is Option.FULL for e, a in zip(source.entries, acting) if a)
+    assert whole >= in_window, (whole, in_window, result.choices)
