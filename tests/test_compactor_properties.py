@@ -274,8 +274,28 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
         assert_anthropic_valid(rendered, may_be_unanswered=waiting)
 
 
+#: Found by test_openai_invariants (twelfth session): the agent's actions that a sliding window keeps
+#: were held whole beside the system prompt alone where the soft pin (the last user turn) could not
+#: be whole, and left no room for its stub. They are now held beside each soft pin in the best form
+#: that fits (``salience.selector.pins.strict_pins``).
+WINDOW_PIN_CASE = [
+    {"role": "system", "content": "total"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "web_fetch", "arguments": '{"q": "flight"}'}}]},
+    {"role": "tool", "tool_call_id": "call_0", "content": ""},
+    {"role": "user", "content": "error economy total ok economy line user /src/app.py ok\n/src/app.py ZFA04Y error "
+                                "/src/app.py ok"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_waiting", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]},
+]
+WINDOW_PIN_COMPACTOR = Compactor(scorer=SeededScorer(0), counter=COUNTER, critical=None, digest=0.0,
+                                 max_entry_tokens=None, pin_last=0, pin_last_user=True, solver="greedy",
+                                 trim_keep=0.25)
+
+
 @SETTINGS
 @given(messages=openai_histories(), c=compactors(), fraction=st.floats(0.02, 1.2), seed=st.integers(0, 99))
+@example(messages=WINDOW_PIN_CASE, c=WINDOW_PIN_COMPACTOR, fraction=0.5, seed=0)
 def test_openai_invariants(messages: list[dict[str, Any]], c: Compactor, fraction: float, seed: int) -> None:
     total = sum(COUNTER.count_entry(e) for e in Transcript.from_openai(messages).entries)
     check(c, messages, max(1, int(total * fraction)), restore_seed=seed)

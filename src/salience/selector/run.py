@@ -307,21 +307,25 @@ class Run:
         whole = allowed.copy()  # with the soft pins whole
         whole[soft] = np.array([True, False, False, False])
         # The agent's actions that a sliding window keeps stay whole, as many as what must stay
-        # allows beside the soft pins whole (where they fit so: a pin's form comes first), before
-        # the critical entries: observation masking's rule (actions stay), and never fewer of the
-        # agent's actions than the window keeps (held out, billed, 10% / 25%: steps with fewer,
-        # airline 53 / 117 -> 18 / 23, SWE-agent 9 / 19 -> 3 / 4, MINT 85 / 73 -> 30 / 53).
+        # allows beside the soft pins (whole where they fit so, else each in the best form that
+        # fits, newest first: a pin's form comes first), before the critical entries: observation
+        # masking's rule (actions stay), and never fewer of the agent's actions than the window
+        # keeps. The window is counted as trimmers count it, by the messages' text (without what a
+        # provider adds per message and call). Held out, billed, 10% / 25%, steps with fewer:
+        # airline 53 / 117 -> 12 / 3, SWE-agent 9 / 19 -> 3 / 2, MINT 85 / 73 -> 29 / 44.
         calls = self.rows.calls()
         acting = (calls > 0) | self.code_actions()
         if acting.any():
             acting[list(fixed)] = False
-            base = whole if soft.any() and self.min_cost(whole, costs) <= budget else allowed
-            # the window as trimmers count it, by the messages' text (without what a provider adds
-            # per message and call): held out, steps with fewer, airline 18 / 23 -> 12 / 3, API-Bank
-            # 3 / 20 -> 3 / 14, MINT 30 / 53 -> 29 / 44, SWE-agent 3 / 4 -> 3 / 2; recall as before or
-            # up (API-Bank +0.103 -> +0.107 at 25%)
+
+            def least(a: np.ndarray) -> float:
+                return self.min_cost(a, costs)
+
+            base = allowed
+            if soft.any():
+                base = whole if least(whole) <= budget else strict_pins(allowed, soft, least, budget)
             text = np.maximum(costs[:, _FULL] - cfg.counter.message_overhead - cfg.counter.call_overhead * calls, 0)
-            held = window_actions(text, base, self.system_mask(), acting, lambda a: self.min_cost(a, costs), budget)
+            held = window_actions(text, base, self.system_mask(), acting, least, budget)
             allowed[held] = whole[held] = np.array([True, False, False, False])
             exempt[held] = True
         if cfg.critical is not None:
