@@ -28,6 +28,12 @@ For each size ``n`` (entries in the history):
   same with the counter's encodings cached by text, as salience caches its counts, so
   that the ratio against it is not a ratio of token caches.
 
+``--warm``: what a warm start (issue #12, item 2) could reuse between two plain calls on the
+growing history: of the rows of each call's first solve, the share whose costs and allowed
+options, whose values, and whose hull vertices are what the last call's were; how often the
+rounded LP met its gap (no core solved: an incumbent has nothing to prune); and the time of
+the parts a warm start could skip (the per-row hulls, the relaxation's sort) beside the solve.
+
 Prints a table and writes ``latency.png`` (time against size, log-log) and
 ``latency.json`` into ``--out`` (default ``benchmarks/out``). Uses the bundled default
 scorer (which uses no embedding model); without one it trains a small scorer on ``data/``
@@ -216,6 +222,59 @@ def bench_size(n: int, steps: int, scorer: Any, share: float, max_steps: int,
     return row
 
 
+def warm_reuse(n: int, steps: int, scorer: Any, share: float) -> dict[str, float]:
+    """The ``--warm`` figures (module doc), medians over ``steps`` calls."""
+    import numpy as np
+
+    from salience.selector import knapsack, lp
+
+    messages = agent_history(n + steps + 1)
+    tokens = Compactor(scorer=scorer).compact(messages[:n], budget=10**12).source_tokens
+    compactor = Compactor(scorer=scorer, budget=max(1000, int(tokens * share)))
+    seen: list[Any] = []
+    methods: list[str] = []
+    solve_lp = knapsack._solve_lp
+
+    def spy(prob: Any, tol: float, core_cells: int) -> Any:
+        seen.append(prob)
+        sol = solve_lp(prob, tol, core_cells)
+        methods.append(sol.method)
+        return sol
+
+    firsts = []
+    knapsack._solve_lp = spy  # type: ignore[assignment]  # (a benchmark's probe, undone below)
+    try:
+        for k in range(steps + 1):
+            seen.clear()
+            compactor.compact(messages[: n + k])
+            firsts.append(seen[0])
+    finally:
+        knapsack._solve_lp = solve_lp  # type: ignore[assignment]
+
+    def mask(p: Any) -> Any:
+        return np.where(p.grouped[p.unit_of][:, None], p.allowed & lp.NON_DROP, p.allowed)
+
+    out: dict[str, list[float]] = {k: [] for k in ("same_costs", "same_values", "same_hulls", "hull_ms", "relax_ms",
+                                                   "solve_ms")}
+    for a, b in zip(firsts, firsts[1:]):
+        m = a.n
+        out["same_costs"].append(float(((a.costs == b.costs[:m]) & (a.allowed == b.allowed[:m])).all(axis=1).mean()))
+        out["same_values"].append(float((a.values == b.values[:m]).all(axis=1).mean()))
+        va = lp._entry_hulls(a.costs, a.values, mask(a))[0]
+        vb = lp._entry_hulls(b.costs[:m], b.values[:m], mask(b)[:m])[0]
+        out["same_hulls"].append(float((va == vb).all(axis=1).mean()))
+        t, _ = ms(lambda b=b: lp._entry_hulls(b.costs, b.values, mask(b)))
+        out["hull_ms"].append(t)
+        h = lp.hulls(b)
+        t, _ = ms(lambda b=b, h=h: lp.relax(h, b.budget, b.roots.shape[0]))
+        out["relax_ms"].append(t)
+        t, _ = ms(lambda b=b: solve_lp(b, knapsack.GAP_TOLERANCE, knapsack.CORE_CELLS))
+        out["solve_ms"].append(t)
+    row = {k: statistics.median(v) for k, v in out.items()}
+    row["lp_share"] = methods.count("lp") / len(methods)
+    return row
+
+
 def plot(rows: list[dict[str, Any]], path: Path, what: str) -> None:
     series = (
         ("first_ms", "salience, first call (cold caches)", "o-"),
@@ -238,9 +297,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="cold first calls per size, each after emptying every cache (their medians are shown)")
     parser.add_argument("--share", type=float, default=0.25, help="budget as a share of the history's tokens")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    parser.add_argument("--warm", action="store_true", help="only what a warm start could reuse (module doc)")
     args = parser.parse_args(argv)
     scorer, what = load_scorer()
     print(f"scorer: {what}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    if args.warm:
+        for n in args.sizes:
+            w = warm_reuse(n, args.steps, scorer, args.share)
+            print(f"{n:,} entries, {args.steps} calls (medians): rows with the last call's costs and options "
+                  f"{w['same_costs']:.1%}, values {w['same_values']:.1%}, hull vertices {w['same_hulls']:.1%}; "
+                  f"LP within its gap (no core) in {w['lp_share']:.0%} of the solves; per-row hulls "
+                  f"{w['hull_ms']:.2f} ms and relaxation {w['relax_ms']:.2f} ms of a {w['solve_ms']:.2f} ms solve")
+        return 0
     rows = []
     for n in args.sizes:
         rows.append(bench_size(n, args.steps, scorer, args.share, args.max_steps, args.first_runs))

@@ -3,6 +3,7 @@ what a stub says and what it costs; the ids :func:`~salience.selector.render.mar
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,3 +85,25 @@ def test_a_trimmed_tool_result_lists_the_values_its_middle_held() -> None:
     assert "; cut: HAT1" in marker and marker_ids(marker) == ["m2"]
     assert "m0" in trimmed and "cut:" not in trimmed["m0"]  # the user turn, trimmed too, lists none of its ids
     assert result.restore(list(result.archive)) == messages
+
+
+@pytest.mark.parametrize("max_values", [-1, 0, 1, 2, 3, 7])
+def test_trim_lists_the_first_cut_values_in_order(max_values: int) -> None:
+    """The marker lists the first ``max_values`` of the values that only the cut middle held, in
+    the order given (values in the head or the tail, or in none of the text, are passed over):
+    what listing all of them and keeping the first ``max_values`` gives."""
+    from salience.selector.render import quote_value
+
+    words = TokenCounter(lambda t: len(t.split()))
+    rows = [f"row {i} id{i:03d}X" for i in range(30)]
+    text = "\n".join(rows)
+    values = ["id000X", "nothere1", *[f"id{i:03d}X" for i in range(1, 30)], "id029X"]
+    out = trim_text(text, 12, words, entry_id="m5", values=values, max_values=max_values)
+    assert out is not None
+    head, _, rest = out.partition("[salience:")
+    marker, _, tail = rest.partition("]")
+    middle_ids = [v for v in values if v in text and v not in head and v not in tail]
+    want = [quote_value(v) for v in middle_ids][: max(0, max_values)]
+    got = marker.partition("; cut: ")[2].split(", ") if "; cut: " in marker else []
+    assert got == want
+    assert len(middle_ids) > 7  # more cut values than any max_values here lists

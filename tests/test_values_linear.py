@@ -223,7 +223,17 @@ def test_the_guarded_pattern_matches_where_and_what_the_written_one_did(text: st
     "1,234.5 12,34 1.50 .5 3.14. 0123 v1.2.3 x12.5 caf\u00e91@x.org \u0661\u0662\u0663\u0664-01-01",
     "snake_case_1 a_b: a_b= a_b__c _a_b x_1-y a_B ab_ a__b",
     "~/x ./a ../b /c/d a//b x-y/z.py -a.json a.pyx a.py. x/y.tar.gz",
-], ids=range(len(ENTERED_FROM_INSIDE) + 4))
+    # a lower-case word before each character a pattern may take after it (values._PLAIN_WORD)
+    "ab%c@x.org ab+c@x.org ab-c@x.org ab.c@x.org ab@x.org abC1 ab#12 ab_c ab/c.py ab.py ab-1x iPhone7 "
+    "ab Cd Ab Cd ab\tCd abc1 a1b ab: ab, ab. éab1 ab' ab\" ab`",
+    # ... after a '.', and a capitalised word before them, spaces or a tab and a capital, or a '.'
+    "ab.%c@x.org ab.+c@x.org ab.-c@x.org ab..c@x.org ab.@x.org ab.#1 ab._c ab./c.py ab.py ab.1 ab.x ab.) ab. Cd",
+    "Ab%c@x.org Ab+c@x.org Ab-c@x.org Ab.c@x.org Ab@x.org AbC1 Ab#12 Ab_c Ab/c.py Ab.py Ab-1x Ab\tCd Ab  Cd "
+    "Ab  cd Ab. Cd Ab.Cd Ab.1 Ab.) Ab: Ab, Ab) Ab1 ABC1 Ab\nCd",
+    # ... and a number of one or two digits before them or a ','
+    "12%c@x.org 1+c@x.org 12-c@x.org 12.5 1.c@x.org 12@x.org 12#1 12_c 12/c.py 12a 12-1x 1,234 12,345 12: 1 "
+    "12\t12 123 1234-01-01 ١٢ ١٢٣",
+], ids=range(len(ENTERED_FROM_INSIDE) + 8))
 def test_the_guarded_pattern_on_pinned_texts(text: str) -> None:
     assert _at_every_place(values._PATTERN, text) == _at_every_place(WRITTEN, text)
 

@@ -147,7 +147,6 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
     counter = cfg.counter
     src = o.entry
     o.call = call
-    shown = {v for c in call.tool_calls for v in extract_values(c.arguments)} if call is not None else set()
     if src.content:
         values = extract_values(src.content)
         # A tool result's trim lists the values its cut middle held, as its stub would: the ids of a
@@ -167,6 +166,9 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
                 o.trim, o.trim_cost = src.with_content(text), c
                 if values:
                     o.trim_cover = len(value_set(text) & set(values)) / len(values)
+        # the values the call's arguments show (read only when the content has values to list)
+        shown = ({v for c in call.tool_calls for v in extract_values(c.arguments)}
+                 if call is not None and values else set())
         listed = [v for v in values if v not in shown] if shown else values
         if values:
             o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)

@@ -120,8 +120,14 @@ def trim_text(
     cut = max(1, total - counter.count(head) - counter.count(tail))
     lines = middle.count("\n")
     line_part = f" ({lines} line{'s' if lines != 1 else ''})" if lines else ""
-    kept = head + tail
-    lost = [quote_value(v) for v in values if v in middle and v not in kept][: max(0, max_values)]
+    lost: list[str] = []  # the first max_values of them: the values after those are not looked at
+    if max_values > 0 and values:
+        kept = head + tail
+        for v in values:
+            if v in middle and v not in kept:
+                lost.append(quote_value(v))
+                if len(lost) >= max_values:
+                    break
     listed = f"; cut: {', '.join(lost)}" if lost else ""
     marker = (f"{MARKER} trimmed {cut} token{'s' if cut != 1 else ''}{line_part} from {entry_id}; "
               f"restore id {entry_id} via {RESTORE_TOOL}{listed}]")
