@@ -225,12 +225,6 @@ def _ident_firsts(text: str) -> list[tuple[int, str]]:
     return [(end, "ident") for end in ends]
 
 
-def _firsts(text: str) -> list[tuple[int, str]]:
-    """The places where a path's or an identifier's first try in a run happens elsewhere, in order."""
-    return sorted(([(m.end(), "path") for m in _PATH_FIRST.finditer(text)] if "---" in text else [])
-                  + (_ident_firsts(text) if "-" in text or "#" in text else []))
-
-
 def _matches(text: str) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
     """``_PATTERN.finditer(text)`` as the patterns without their run lookbehinds would scan
     (see the comment above _SEGMENTS): ``(kind, start, end, match or None)``.
@@ -239,7 +233,8 @@ def _matches(text: str) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
     no match ends inside a run): there the matches are ``_PATTERN.finditer``'s, taken in C
     (each of its matches is the search from where the last one ended, as below, since no
     pattern matches ''); the first match that ends inside a run hands over to the loop."""
-    firsts = _firsts(text)
+    firsts = sorted(([(m.end(), "path") for m in _PATH_FIRST.finditer(text)] if "---" in text else [])
+                    + (_ident_firsts(text) if "-" in text or "#" in text else []))
     pos = 0
     if not firsts:
         inside = _INSIDE.match
@@ -295,32 +290,13 @@ def _scan(text: str, firsts: list[tuple[int, str]], pos: int) -> Iterator[tuple[
 @lru_cache(maxsize=100_000)
 def _extract(text: str) -> tuple[str, ...]:
     out: dict[str, None] = {}
-    # _matches's finditer path inline (a generator's step and a tuple per match less), then its loop
-    firsts = _firsts(text)
-    pos = 0
-    if not firsts:
-        inside = _INSIDE.match
-        for match in _PATTERN.finditer(text):
-            kind = match.lastgroup or ""
-            if kind == "quoted":
-                raw = next((g for g in match.groups() if g is not None and g != match.group(0)), "")
-            else:
-                raw = match.group(kind)
-            value = _normalise(kind, raw)
-            if value is not None:
-                out.setdefault(value, None)
-            pos = match.end()
-            if inside(text, pos):  # (pos > 0: a match is never empty)
-                break
-        else:
-            return tuple(out)
-    for kind, start, end, found in _scan(text, firsts, pos):
-        if found is None:
+    for kind, start, end, match in _matches(text):
+        if match is None:
             raw = text[start:end]
         elif kind == "quoted":
-            raw = next((g for g in found.groups() if g is not None and g != found.group(0)), "")
+            raw = next((g for g in match.groups() if g is not None and g != match.group(0)), "")
         else:
-            raw = found.group(kind)
+            raw = match.group(kind)
         value = _normalise(kind, raw)
         if value is not None:
             out.setdefault(value, None)
