@@ -14,7 +14,8 @@ A :class:`Run` holds what :meth:`Compactor.compact
    whenever the budget allows and degrade, oldest first, before anything raises (a last user turn
    that alone costs more than the budget is not pinned: its score weighs it). The agent's
    actions (calls, code actions) that a sliding window keeps whole are held whole, newest first,
-   as many as fit beside the soft pins whole (:func:`~salience.selector.pins.window_actions`).
+   as many as fit beside the soft pins (whole where they fit so, else each in its best form that
+   fits: :func:`~salience.selector.pins.window_actions`).
    Entries scored at least ``critical`` are pinned whole too, highest score first, while they
    fit beside those (so a generous scorer never crowds out the latest messages);
 3. phase masking (:mod:`salience.selector.masking`) of the other tool entries, with the
