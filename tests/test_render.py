@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from salience.selector.render import _snap, marker_ids, stub_text, trim_text
+from salience.selector.render import _snap, marker_ids, quote_value, stub_text, trim_text
 from salience.tokens import TokenCounter
 
 
@@ -92,8 +92,6 @@ def test_trim_lists_the_first_cut_values_in_order(max_values: int) -> None:
     """The marker lists the first ``max_values`` of the values that only the cut middle held, in
     the order given (values in the head or the tail, or in none of the text, are passed over):
     what listing all of them and keeping the first ``max_values`` gives."""
-    from salience.selector.render import quote_value
-
     words = TokenCounter(lambda t: len(t.split()))
     rows = [f"row {i} id{i:03d}X" for i in range(30)]
     text = "\n".join(rows)

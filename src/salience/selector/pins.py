@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from salience.selector.problem import DROP, FULL, STUB, TRIM
+from salience.selector.problem import DROP, FULL, STUB, TRIM, WHOLE_ONLY
 
 __all__ = ["PIN_FORMS", "PIN_RANKS", "pin_worth", "strict_pins", "window_actions"]
 
@@ -23,8 +23,6 @@ __all__ = ["PIN_FORMS", "PIN_RANKS", "pin_worth", "strict_pins", "window_actions
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
 #: How many of the newest soft pins degrade in strict order (see :func:`pin_worth`).
 PIN_RANKS = 12
-
-_WHOLE = np.array([True, False, False, False])  # an allowed row with only the whole form
 
 
 def pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
@@ -108,7 +106,7 @@ def window_actions(sizes: np.ndarray, allowed: np.ndarray, system: np.ndarray, a
 
     def fits(k: int) -> bool:
         trial = allowed.copy()
-        trial[held[:k]] = _WHOLE
+        trial[held[:k]] = WHOLE_ONLY
         return least(trial) <= budget
 
     if not len(held) or fits(len(held)):

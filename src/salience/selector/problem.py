@@ -23,11 +23,14 @@ import numpy.typing as npt
 
 from salience.errors import ParameterError, ParameterTypeError, SalienceError
 
-__all__ = ["DROP", "FULL", "N_OPTIONS", "STUB", "TRIM", "InfeasibleError", "Instance", "Unit", "prepare"]
+__all__ = ["DROP", "FULL", "N_OPTIONS", "STUB", "TRIM", "WHOLE_ONLY", "InfeasibleError", "Instance", "Unit", "prepare"]
 
 FULL, TRIM, STUB, DROP = 0, 1, 2, 3
 N_OPTIONS = 4
 NON_DROP = np.array([True, True, True, False])
+#: A row of allowed options with the whole form alone (a pin, an entry held whole); read-only.
+WHOLE_ONLY = np.array([True, False, False, False])
+WHOLE_ONLY.setflags(write=False)
 INT64_MAX = np.iinfo(np.int64).max
 
 ArrayLike = npt.ArrayLike

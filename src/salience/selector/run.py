@@ -51,6 +51,7 @@ from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_opt
 from salience.selector.options import OptionsCache, min_cost, rows, unit_min, unit_mins
 from salience.selector.params import Config
 from salience.selector.pins import pin_worth, strict_pins, window_actions
+from salience.selector.problem import WHOLE_ONLY
 from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores
@@ -111,7 +112,7 @@ class Problem:
         """``allowed`` (default: the problem's) with every soft pin whole: what a caller
         checks to know whether a choice of its own still leaves room for the pins."""
         allowed = (self.allowed if allowed is None else allowed).copy()
-        allowed[self.soft] = np.array([True, False, False, False])
+        allowed[self.soft] = WHOLE_ONLY
         return allowed
 
 
@@ -290,7 +291,7 @@ class Run:
         # oldest first, before a BudgetError is raised.
         hard = pins & self.system_mask() if self.cfg.pin_system else np.zeros(self.n, dtype=bool)
         soft = pins & ~hard
-        allowed[hard] = np.array([True, False, False, False])
+        allowed[hard] = WHOLE_ONLY
         if self.fmt == "anthropic":
             # Anthropic wants the first message from the user: the first user turn may
             # be trimmed or stubbed, never dropped.
@@ -306,7 +307,7 @@ class Run:
         for i in fixed:
             exempt[i] = True
         whole = allowed.copy()  # with the soft pins whole
-        whole[soft] = np.array([True, False, False, False])
+        whole[soft] = WHOLE_ONLY
         # The agent's actions that a sliding window keeps stay whole, as many as what must stay
         # allows beside the soft pins (whole where they fit so, else each in the best form that
         # fits, newest first: a pin's form comes first), before the critical entries: observation
@@ -327,7 +328,7 @@ class Run:
                 base = whole if least(whole) <= budget else strict_pins(allowed, soft, least, budget)
             text = np.maximum(costs[:, _FULL] - cfg.counter.message_overhead - cfg.counter.call_overhead * calls, 0)
             held = window_actions(text, base, self.system_mask(), acting, least, budget)
-            allowed[held] = whole[held] = np.array([True, False, False, False])
+            allowed[held] = whole[held] = WHOLE_ONLY
             exempt[held] = True
         if cfg.critical is not None:
             # Critical entries are pinned only while they fit beside the soft pins and those actions, whole.
@@ -336,7 +337,7 @@ class Run:
             order = np.flatnonzero((scores >= cfg.critical) & ~exempt)
             for i in order[np.lexsort((-order, -scores[order]))].tolist():  # best score first, then newest
                 row = allowed[i].copy()
-                allowed[i] = whole[i] = np.array([True, False, False, False])
+                allowed[i] = whole[i] = WHOLE_ONLY
                 u = int(self.unit_of[i])
                 new = unit_min(costs, whole, self.units[u])
                 if total - unit_cost[u] + new <= budget:
@@ -458,7 +459,7 @@ class Run:
         # values, and must not cost what a reader needs to know was done.
         allowed = prob.allowed.copy()
         allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
-        allowed[self.code_actions() & (choices == _FULL)] = np.array([True, False, False, False])
+        allowed[self.code_actions() & (choices == _FULL)] = WHOLE_ONLY
         # Never more than the cheapest answer leaves, beyond which the solve below has no answer
         # (held out, 10%: airline +0.210 -> +0.215, SWE-agent +0.273 -> +0.364, others unchanged).
         reserve = min(reserve, budget - int(math.ceil(self.min_cost(allowed, prob.costs))))

@@ -32,6 +32,7 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase, tool_name
 from salience.selector.options import EntryOptions, entry_options
 from salience.selector.params import Config
+from salience.selector.problem import WHOLE_ONLY
 from salience.selector.result import Compaction, Ledger, PrefixReuse
 from salience.selector.run import Problem, Run
 from salience.tokens import TokenCounter
@@ -313,7 +314,7 @@ class CompactionSession:
                 allowed = prob.whole_pins()
                 for i in free_prefix[:p]:
                     if allowed[i, _FULL]:
-                        allowed[i] = np.array([True, False, False, False])
+                        allowed[i] = WHOLE_ONLY
                 return allowed
 
             lo, hi = 0, len(free_prefix)  # lo is feasible
