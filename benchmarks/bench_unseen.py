@@ -62,6 +62,7 @@ from rich.console import Console
 from rich.table import Table
 
 from salience import Compactor, ImportanceScorer, TokenCounter, Transcript, default_scorer, load_transcripts
+from salience.bench.ceiling import DEFINITIONS, VARIANTS, ceilings
 from salience.bench.independent import (
     IndependentReport,
     baseline_selectors,
@@ -362,6 +363,34 @@ def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Seq
     return table
 
 
+def ceiling_table(definition: str, ceils: Mapping[str, Mapping[str, Any]], summary: Mapping[str, Any],
+                  domains: Sequence[str], fractions: Sequence[float]) -> Table:
+    """The ceiling of whole-message selection (:mod:`salience.bench.ceiling`) per held-out
+    domain beside salience, the window and the target (window + ``TARGET``), one definition."""
+    fig = summary[f"{definition}_micro"]
+    table = Table(title=f"{definition}: the best whole messages, knowing the references (a ceiling for whole "
+                        f"messages, not for trims, stubs or digests)", title_justify="left",
+                  caption="cells: " + " / ".join(pct(f) for f in fractions), caption_justify="left")
+    table.add_column("row", no_wrap=True)
+    for d in domains:
+        table.add_column(d, justify="right", no_wrap=True)
+
+    def recall(d: str, variant: str, f: float) -> str:
+        value = ceils.get(d, {}).get(definition, {}).get(variant, {}).get(f"{f:g}", {}).get("micro")
+        return "-" if value is None else f"{value:.3f}"
+
+    def method(name: str, d: str, f: float, plus: float = 0.0) -> str:
+        value = fig.get(name, {}).get(str(f), {}).get("domains", {}).get(d)
+        return "-" if value is None else f"{value + plus:.3f}"
+
+    for variant, _, _ in VARIANTS:
+        table.add_row(f"ceiling, {variant}", *(" / ".join(recall(d, variant, f) for f in fractions) for d in domains))
+    table.add_row(SALIENCE, *(" / ".join(method(SALIENCE, d, f) for f in fractions) for d in domains), style="bold")
+    table.add_row(f"target (window + {TARGET:.2f})",
+                  *(" / ".join(method(WINDOW, d, f, TARGET) for f in fractions) for d in domains))
+    return table
+
+
 def ci_cells(delta: Mapping[str, Any], domains: Sequence[str]) -> list[str] | None:
     """A delta's per-domain ``+0.099 [+0.061, +0.140]`` cells, then how many domains have the
     lower bound above 0 and above the target (in the mean and worst columns); ``None`` without
@@ -457,6 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="at most this many steps per transcript, evenly spread (default 6; 0: all)")
     parser.add_argument("--retrain", action="store_true", help="train the held-out scorers even when cached")
     parser.add_argument("--no-default", action="store_true", help="leave out the bundled default scorer's row")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="skip the ceiling of whole-message selection (salience.bench.ceiling; ~3 min)")
     parser.add_argument("--track", action="store_true",
                         help="log each held-out scorer's training run and unseen figures to MLflow")
     parser.add_argument("--out", type=Path, default=OUT / "unseen.json", help="the JSON report to write")
@@ -466,7 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         parser.error(f"data sets not found under {args.data}: {', '.join(missing)} (use --data)")
     started = time.perf_counter()
-    timings: dict[str, Any] = {"train": {}, "load": {}, "evaluate": {}, "selectors": {}}
+    timings: dict[str, Any] = {"train": {}, "load": {}, "evaluate": {}, "selectors": {}, "ceiling": {}}
+    ceils: dict[str, dict[str, Any]] = {}
     scorers: dict[str, ImportanceScorer] = {}
     infos: dict[str, dict[str, Any]] = {}
     for d in args.domains:  # training first: the slow part, and cached
@@ -501,6 +533,11 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"(load {timings['load'][d]} s; inside selectors: "
              + ", ".join(f"{m} {s:.1f} s" for m, s in per_method.items()) + ")")
         console.print(domain_table(d, reports[d], args.fractions))
+        if not args.no_ceiling:
+            t0 = time.perf_counter()
+            ceils[d] = ceilings(transcripts, args.fractions, max_steps=max_steps).to_dict()
+            timings["ceiling"][d] = round(time.perf_counter() - t0, 1)
+            note(f"[{d}] ceiling of whole-message selection in {timings['ceiling'][d]} s")
         if args.track:
             try:
                 tracked[d] = track(scorers[d], infos[d], report, args.fractions, max_steps)
@@ -511,6 +548,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarise(reports, args.fractions)
     for key, title in FIGURES:
         console.print(summary_table(key, title, summary, list(args.domains), args.fractions))
+    for definition in DEFINITIONS if ceils else ():
+        console.print(ceiling_table(definition, ceils, summary, list(args.domains), args.fractions))
     for line in ci_notes(summary, args.fractions):
         note(line)
     timings["total"] = round(time.perf_counter() - started, 1)
@@ -521,7 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "salience_version": salience.__version__, "python": platform.python_version(),
         "args": {"data": str(args.data), "domains": list(args.domains), "fractions": list(args.fractions),
-                 "max_steps": max_steps, "retrain": args.retrain, "no_default": args.no_default},
+                 "max_steps": max_steps, "retrain": args.retrain, "no_default": args.no_default,
+                 "no_ceiling": args.no_ceiling},
         "methods": {SALIENCE: "Compactor(scorer=<trained without the held-out set>), no other parameter",
                     SAME_UNITS: "the same, with counter=TokenCounter(message_overhead=0, call_overhead=0): the "
                                 "budget counted in text tokens, the benchmark's units (the default counter adds "
@@ -530,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     **{m: "baseline, salience.bench.independent" for m in baseline_selectors()}},
         "training": {d: {k: v for k, v in infos[d].items()} for d in args.domains},
         "bootstrap": {**BOOTSTRAP, "method": "percentile, paired", "unit": "transcript", "target": TARGET},
-        "tracked": tracked, "timings": timings, "domains": reports, "summary": summary,
+        "tracked": tracked, "timings": timings, "domains": reports, "summary": summary, "ceilings": ceils,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for domain_report in reports.values():  # the counts behind the intervals; the others' would only weigh
