@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from salience.bench.references import Message, history_budget, message_text
+from salience.bench.references import Message, history_budget, message_text, visible
 from salience.bench.results import Recall
 from salience.errors import ParameterError
 from salience.tokens import CounterLike, TokenCounter, as_counter
@@ -135,11 +135,11 @@ def best_whole_messages(history: Sequence[Message], refs: Iterable[str], budget:
 
 
 def _seen(history: Sequence[Message], picked: Sequence[int], refs: Sequence[str], casefold: bool) -> int:
-    text = "\n".join(message_text(history[i]) for i in picked)
-    if casefold:
-        text = text.casefold()
-        return sum(ref.casefold() in text for ref in refs)
-    return sum(ref in text for ref in refs)
+    kept = [history[i] for i in picked]
+    if not casefold:
+        return visible(refs, kept)
+    text = "\n".join(message_text(m) for m in kept).casefold()
+    return sum(ref.casefold() in text for ref in refs)
 
 
 @dataclass(frozen=True, slots=True)
