@@ -62,7 +62,7 @@ from rich.console import Console
 from rich.table import Table
 
 from salience import Compactor, ImportanceScorer, TokenCounter, Transcript, default_scorer, load_transcripts
-from salience.bench.ceiling import DEFINITIONS, VARIANTS, ceilings
+from salience.bench.ceiling import DEFINITIONS, VARIANTS, Ceiling, ceilings
 from salience.bench.independent import (
     IndependentReport,
     baseline_selectors,
@@ -433,13 +433,16 @@ def ci_notes(summary: Mapping[str, Any], fractions: Sequence[float]) -> list[str
 
 
 def track(scorer: ImportanceScorer, info: Mapping[str, Any], report: IndependentReport,
-          fractions: Sequence[float], max_steps: int | None) -> str | None:
-    """Log the held-out scorer's training run, with its unseen figures, and register it."""
+          fractions: Sequence[float], max_steps: int | None, ceiling: Ceiling | None = None) -> str | None:
+    """Log the held-out scorer's training run, with its unseen figures (and the ceiling of
+    whole-message selection, when measured), and register it."""
     from salience.training.tracking import log_training_run
 
     metrics = {f"train_{k}": float(v) for k, v in (info.get("cv_metrics") or {}).items()
                if isinstance(v, (int, float)) and math.isfinite(v)}
     metrics.update(report.metrics(prefix="unseen_"))
+    if ceiling is not None:
+        metrics.update(ceiling.metrics(prefix="unseen_"))
     record = log_training_run(
         scorer, name=f"salience-lodo-{info['held_out']}",
         params={"held_out": info["held_out"], "inputs": ",".join(info["inputs"]), "training_key": info["key"],
@@ -533,14 +536,16 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"(load {timings['load'][d]} s; inside selectors: "
              + ", ".join(f"{m} {s:.1f} s" for m, s in per_method.items()) + ")")
         console.print(domain_table(d, reports[d], args.fractions))
+        ceiling = None
         if not args.no_ceiling:
             t0 = time.perf_counter()
-            ceils[d] = ceilings(transcripts, args.fractions, max_steps=max_steps).to_dict()
+            ceiling = ceilings(transcripts, args.fractions, max_steps=max_steps)
+            ceils[d] = ceiling.to_dict()
             timings["ceiling"][d] = round(time.perf_counter() - t0, 1)
             note(f"[{d}] ceiling of whole-message selection in {timings['ceiling'][d]} s")
         if args.track:
             try:
-                tracked[d] = track(scorers[d], infos[d], report, args.fractions, max_steps)
+                tracked[d] = track(scorers[d], infos[d], report, args.fractions, max_steps, ceiling)
                 note(f"[{d}] logged to MLflow: {tracked[d]}")
             except Exception as exc:  # tracking is optional: report and carry on
                 tracked[d] = None

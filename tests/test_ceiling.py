@@ -161,6 +161,9 @@ def test_ceilings_are_at_or_above_the_window_the_runner_measures() -> None:
         billed_latest = ceiling.recall[("independent", "billed, latest kept", f)]
         assert billed_latest.seen <= ceiling.recall[("independent", "billed", f)].seen <= text.seen
     assert ceiling.recall[("independent", "text", 1.0)].micro == 1.0
+    metrics = ceiling.metrics(prefix="unseen_")
+    assert metrics["unseen_independent_micro_100pct_ceiling_text"] == 1.0
+    assert len(metrics) == len(fractions) * len(VARIANTS)
     assert ceiling.to_dict()["independent"]["text"]["1"]["seen"] == ceiling.recall[("independent", "text", 1.0)].seen
     with pytest.raises(ParameterError, match="definitions"):
         ceilings(transcripts, fractions, definitions=("mine",))

@@ -36,6 +36,7 @@ selection of whole messages, not every selection. It uses hindsight no selector 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,14 @@ class Ceiling:
 
     recall: Mapping[tuple[str, str, float], Recall]
     steps: int
+
+    def metrics(self, prefix: str = "") -> dict[str, float]:
+        """Flat MLflow-safe metrics, ``<prefix><definition>_micro_<pct>pct_ceiling_<variant>``
+        (``independent_micro_10pct_ceiling_billed_latest_kept``), ``nan`` left out."""
+        from salience.bench.independent import _pct, _safe
+
+        return {f"{prefix}{d}_micro_{_pct(f)}pct_ceiling_{_safe(v)}": rec.micro
+                for (d, v, f), rec in self.recall.items() if math.isfinite(rec.micro)}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"steps": self.steps}
