@@ -30,7 +30,10 @@ bootstrap interval over transcripts (:func:`salience.bench.independent.paired_bo
 2,000 resamples of the held-out transcripts, seed 0; steps within a transcript are not
 independent), and each fraction counts the domains whose lower bound is above 0 and
 above the target, window + 0.10 (no interval on the mean: the domains are different
-populations). Writes everything to ``benchmarks/out/unseen.json`` (the per-transcript
+populations). Then, per definition, the ceiling of whole-message selection beside
+salience and the target (:mod:`salience.bench.ceiling`: the best whole messages that fit,
+knowing each step's references, as billed or in text tokens, with the latest message kept
+or free to go; ``--no-ceiling`` skips it). Writes everything to ``benchmarks/out/unseen.json`` (the per-transcript
 counts behind the intervals for the salience rows and the window only, each list on one
 line). ``--track`` logs each held-out scorer's training run and its unseen figures to
 MLflow (``salience.training.tracking``). Not part of the tests. From the repository root::
@@ -490,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--retrain", action="store_true", help="train the held-out scorers even when cached")
     parser.add_argument("--no-default", action="store_true", help="leave out the bundled default scorer's row")
     parser.add_argument("--no-ceiling", action="store_true",
-                        help="skip the ceiling of whole-message selection (salience.bench.ceiling; ~3 min)")
+                        help="skip the ceiling of whole-message selection (salience.bench.ceiling; ~2 min)")
     parser.add_argument("--track", action="store_true",
                         help="log each held-out scorer's training run and unseen figures to MLflow")
     parser.add_argument("--out", type=Path, default=OUT / "unseen.json", help="the JSON report to write")
