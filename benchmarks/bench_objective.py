@@ -16,7 +16,9 @@ tokens + f x the others):
 * ``oracle``: the best set of whole non-system messages within the budget as the default
   counter bills them (3 tokens a message, 3 a call, the system messages charged too), found
   by ``scipy.optimize.milp``, tool pairing ignored;
-* ``oracle, paired``: the same where a tool result may stay only beside its call.
+* ``oracle, paired``: the same with each call and its results together
+  (:func:`salience.bench.ceiling.best_whole_messages`; before the thirteenth session, a result
+  only beside its call, a call without its results allowed).
 
 Not part of the tests::
 
@@ -37,14 +39,11 @@ try:
 except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
-import numpy as np  # noqa: E402
-from bench_oracle import MESSAGE, ReferenceScorer, best_cover, billed_tokens, holds, reference_steps  # noqa: E402
+from bench_oracle import ReferenceScorer, best_cover, holds, reference_steps  # noqa: E402
 
 from salience import BudgetError, Compactor, TokenCounter  # noqa: E402
 from salience.bench.independent import (  # noqa: E402
     history_budget,
-    message_text,
-    message_tokens,
     sliding_window,
     visible,
 )
@@ -72,14 +71,6 @@ def main(argv: list[str] | None = None) -> int:
         for history, refs in reference_steps(args.data, domain):
             total += len(refs)
             scorer = ReferenceScorer(holds(history, refs))
-            others = [i for i, m in enumerate(history) if m["role"] != "system"]
-            at = {i: k for k, i in enumerate(others)}
-            texts = [message_text(history[i]) for i in others]
-            billed = np.array([billed_tokens(history[i]) for i in others], dtype=float)
-            calls = {c["id"]: at[i] for i in others for c in history[i].get("tool_calls") or []}
-            pairs = [(at[i], calls[history[i]["tool_call_id"]]) for i in others
-                     if history[i]["role"] == "tool" and history[i].get("tool_call_id") in calls]
-            system = sum(message_tokens(m) + MESSAGE for m in history if m["role"] == "system")
             for f in fractions:
                 budget = history_budget(history, f)
                 seen[(f, "window")] += visible(refs, sliding_window(history, budget))
@@ -89,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                         seen[(f, name)] += visible(refs, out.messages)
                     except BudgetError:
                         pass
-                seen[(f, "oracle")] += best_cover(refs, texts, billed, budget - system)
-                seen[(f, "oracle, paired")] += best_cover(refs, texts, billed, budget - system, pairs)
+                seen[(f, "oracle")] += best_cover(history, refs, budget, billed=True)
+                seen[(f, "oracle, paired")] += best_cover(history, refs, budget, billed=True, pairing=True)
         for f in fractions:
             cells = " ".join(f"{seen[(f, k)] / total if total else float('nan'):>14.3f}" for k in kinds)
             print(f"{domain:<18} {f:>6.0%} {total:>5} {cells}", flush=True)

@@ -3,12 +3,13 @@
 An upper reference for issue #14's figures: at every tool-call step of a shared tool-use set
 (no ``max_steps`` cap), the best set of whole non-system messages of the history within the
 budget of :func:`salience.bench.independent.history_budget` (system tokens + f x the others),
-found by a mixed-integer program (``scipy.optimize.milp``) that knows the step's independent
-references: maximise the references visible (a reference is covered by any chosen message whose
-text holds it) subject to the budget. Tool pairing is ignored, so it is an upper bound on what
-whole messages can do. Counted two ways: in text tokens (the benchmark's units) and as the
-default :class:`salience.TokenCounter` counts (4 more tokens a message, 3 a call, and the
-system prompt's messages charged too). Printed beside the sliding window and beside the
+found by :func:`salience.bench.ceiling.best_whole_messages` (a 0-1 program) that knows the
+step's independent references: the most references visible (a reference is covered by any
+chosen message whose text holds it) within the budget. Tool pairing is ignored, so it is an
+upper bound on what whole messages can do (``bench_unseen.py`` prints the ceiling with pairs
+kept). Counted two ways: in text tokens (the benchmark's units) and as the default
+:class:`salience.TokenCounter` counts (3 more tokens a message, 3 a call, and the system
+prompt's messages charged too). Printed beside the sliding window and beside the
 default ``Compactor`` fed the references as its scores (an entry holding k of them scores
 min(1, k/2), the others 0): what the selector does with a perfect per-entry scorer, pins, tool
 pairing and per-message costs included. Not part of the tests::
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,20 +31,17 @@ except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
-from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: E402
 
 from salience import BudgetError, Compactor, load_transcripts  # noqa: E402
+from salience.bench.ceiling import best_whole_messages  # noqa: E402
 from salience.bench.independent import (  # noqa: E402
     history_budget,
     independent_references,
     is_step,
     message_text,
-    message_tokens,
     sliding_window,
     visible,
 )
-
-MESSAGE, CALL = 3, 3  # what the default TokenCounter adds per message and per call
 
 
 class ReferenceScorer:
@@ -74,12 +72,6 @@ def holds(history: list[dict], refs: tuple[str, ...]) -> list[int]:
     return [sum(r in message_text(m) for r in refs) for m in history]
 
 
-def billed_tokens(message: dict) -> int:
-    """What the default :class:`salience.TokenCounter` charges for ``message``: its text, plus
-    ``MESSAGE`` and ``CALL`` a tool call."""
-    return message_tokens(message) + MESSAGE + CALL * len(message.get("tool_calls") or [])
-
-
 def with_reference_scores(history: list[dict], refs: tuple[str, ...], budget: int) -> int:
     """References visible after the default Compactor, fed :class:`ReferenceScorer`."""
     try:
@@ -89,27 +81,12 @@ def with_reference_scores(history: list[dict], refs: tuple[str, ...], budget: in
     return visible(refs, out)
 
 
-def best_cover(refs: tuple[str, ...], texts: list[str], costs: np.ndarray, capacity: float,
-               pairs: Sequence[tuple[int, int]] = ()) -> int:
-    """Most of ``refs`` that whole messages of total cost <= ``capacity`` can hold; with
-    ``pairs`` of ``(result, call)`` positions, a result only beside its call."""
-    r, m = len(refs), len(texts)
-    if capacity <= 0 or m == 0:
-        return 0
-    holds = np.zeros((r, m + r))
-    for i, ref in enumerate(refs):
-        holds[i, :m] = [-(ref in t) for t in texts]
-        holds[i, m + i] = 1  # covered_i <= sum of the chosen messages holding it
-    constraints = [LinearConstraint(holds, -np.inf, 0),
-                   LinearConstraint(np.concatenate([costs, np.zeros(r)])[None, :], 0, capacity)]
-    if pairs:
-        pairing = np.zeros((len(pairs), m + r))
-        for k, (result, call) in enumerate(pairs):
-            pairing[k, result], pairing[k, call] = 1, -1
-        constraints.append(LinearConstraint(pairing, -np.inf, 0))
-    res = milp(np.concatenate([np.zeros(m), -np.ones(r)]), constraints=constraints, integrality=np.ones(m + r),
-               bounds=Bounds(0, 1))
-    return int(round(-res.fun)) if res.success else 0
+def best_cover(history: list[dict], refs: tuple[str, ...], budget: int, billed: bool, pairing: bool = False) -> int:
+    """Most of ``refs`` that whole messages of ``history`` within ``budget`` can hold
+    (:func:`salience.bench.ceiling.best_whole_messages`); ``pairing``: a call and its results
+    together, as a provider wants them (off here: the loosest bound)."""
+    picked = best_whole_messages(history, refs, budget, billed=billed, pairing=pairing)
+    return visible(refs, [history[i] for i in picked])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,17 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         total = 0
         for history, refs in reference_steps(args.data, domain):
             total += len(refs)
-            others = [m for m in history if m["role"] != "system"]
-            texts = [message_text(m) for m in others]
-            text_costs = np.array([message_tokens(m) for m in others], dtype=float)
-            billed = np.array([billed_tokens(m) for m in others], dtype=float)
-            system = [m for m in history if m["role"] == "system"]
-            system_text = sum(message_tokens(m) for m in system)
             for f in fractions:
                 budget = history_budget(history, f)
                 seen[(f, "window")] += visible(refs, sliding_window(history, budget))
-                seen[(f, "text")] += best_cover(refs, texts, text_costs, budget - system_text)
-                seen[(f, "billed")] += best_cover(refs, texts, billed, budget - system_text - MESSAGE * len(system))
+                seen[(f, "text")] += best_cover(history, refs, budget, billed=False)
+                seen[(f, "billed")] += best_cover(history, refs, budget, billed=True)
                 seen[(f, "compactor")] += with_reference_scores(history, refs, budget)
         for f in fractions:
             share = {k: seen[(f, k)] / total if total else float("nan") for k in kinds}

@@ -76,13 +76,14 @@ def message_cost(message: Message, counter: TokenCounter, billed: bool) -> int:
 
 def best_whole_messages(history: Sequence[Message], refs: Iterable[str], budget: int, *,
                         counter: CounterLike = None, billed: bool = False, keep_latest: bool = False,
-                        casefold: bool = False) -> tuple[int, ...]:
+                        casefold: bool = False, pairing: bool = True) -> tuple[int, ...]:
     """Indices of the non-system messages of ``history`` that, whole and beside every
     system message, fit ``budget`` and keep the most of ``refs`` in sight (fewest tokens
     among equals); ``()`` when no message fits. A tool call and its results go together
     (a result whose call is not in ``history`` may go alone); ``keep_latest``: the
     latest message must be among them (``()`` when it cannot be). ``casefold``: a
-    reference is seen case-insensitively (our definition's way). See the module's
+    reference is seen case-insensitively (our definition's way). ``pairing=False`` lets
+    calls and results go apart (a looser bound, valid for no provider). See the module's
     docstring."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -110,7 +111,7 @@ def best_whole_messages(history: Sequence[Message], refs: Iterable[str], budget:
         upper.append(0.0)
     at = {i: j for j, i in enumerate(idx)}
     calls = {c.get("id"): at[i] for i in idx for c in (history[i].get("tool_calls") or []) if c.get("id")}
-    for i in idx:  # a call and each of its results: both or neither
+    for i in idx if pairing else ():  # a call and each of its results: both or neither
         m = history[i]
         if m.get("role") == "tool" and m.get("tool_call_id") in calls:
             row = np.zeros(n + r)
