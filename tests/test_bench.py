@@ -580,3 +580,53 @@ def test_reference_recall_on_tau_bench_runs() -> None:
     assert curve.n > 50 and curve.refs > curve.n
     assert curve.over_budget == (0, 0, 0)
     assert 0.0 < curve.recall[0] < curve.recall[1] < curve.recall[2] == 1.0
+
+
+def test_cli_bench_independent_kind_reports_the_message_baselines_as_evaluate_does(
+        tmp_path: Path, agent: Transcript, capsys) -> None:
+    from salience import Compactor
+    from salience.bench.independent import baseline_selectors, compactor_selector, evaluate
+
+    path = save_transcripts([agent, agent.replace(id="agent2")], tmp_path / "agents.jsonl")
+    code = main(["bench", str(path), "--scorer", "baseline:keyword", "--kinds", "independent", "--budgets", "0.25,0.5",
+                 "--json", str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "recall by the independent definition" in out and "value_stubs" in out
+    assert "keyword − window, independent, 25%:" in out and "paired bootstrap over 2 transcripts" in out
+    data = json.loads((tmp_path / "b.json").read_text())
+    assert "curves" not in data and data["scorer"] == "keyword"
+    results = data["independent"]["results"]
+    assert {r["method"] for r in results} == {"keyword", "window", "observation_masking", "last3_tool_results",
+                                              "value_stubs"}
+    # the same figures as evaluate() on the same selectors: the CLI adds nothing of its own
+    expected = evaluate([agent, agent.replace(id="agent2")], {
+        "keyword": compactor_selector(Compactor(scorer=KeywordScorer())), **baseline_selectors()}, (0.25, 0.5))
+    assert [(r["method"], r["fraction"], r["independent"], r["ours"]) for r in results] == \
+        [(r.method, r.fraction, r.independent.to_dict(), r.ours.to_dict()) for r in expected.results]
+    assert expected.result("window", 0.5).independent.refs > 0
+
+
+def test_cli_bench_independent_only_refuses_a_plot_and_a_chat(tmp_path: Path, chat: Transcript, data_file: Path,
+                                                            capsys) -> None:
+    argv = ["bench", str(data_file), "--scorer", "baseline:random", "--kinds", "independent"]
+    assert main([*argv, "--plot", str(tmp_path / "p.png")]) == 2
+    assert "--plot" in one_error_line(capsys.readouterr().err)
+    path = save_transcripts([chat], tmp_path / "chat.jsonl")
+    assert main(["bench", str(path), "--scorer", "baseline:random", "--kinds", "independent"]) == 2
+    err = capsys.readouterr()
+    assert "skipped independent" in err.out and "nothing to measure" in one_error_line(err.err)
+
+
+def test_cli_bench_logs_the_independent_figures_with_the_curves(data_file: Path, monkeypatch, capsys) -> None:
+    from salience.cli import bench as bench_command
+    from salience.training import tracking
+
+    logged = []
+    monkeypatch.setattr(bench_command, "resolve_scorer", lambda spec: (RandomScorer(), spec))
+    monkeypatch.setattr(tracking, "log_bench_metrics", lambda uri, metrics, artifacts: logged.append((uri, metrics)))
+    assert main(["bench", str(data_file), "--scorer", "models:/salience/1", "--baselines", "none",
+                 "--kinds", "query,independent"]) == 0
+    metrics = logged[0][1]
+    assert "recall_query_10pct" in metrics and "independent_micro_25pct_window" in metrics
+    assert "ours_micro_10pct_salience" in metrics

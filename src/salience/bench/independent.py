@@ -101,6 +101,8 @@ from salience.errors import BudgetError, ParameterError, ParameterKeyError, Sali
 from salience.tokens import CounterLike, TokenCounter, as_counter
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from salience.transcript import Transcript
 
 __all__ = [
@@ -210,6 +212,40 @@ class IndependentReport:
                 if math.isfinite(value):
                     out[f"{prefix}{key}{tail}"] = float(value)
         return out
+
+    def table(self, title: str = "recall by the independent definition (issue #14) and beside it") -> Table:
+        """A rich table: one row per method, one column per figure that has references here
+        (independent, user-given, ours, code support, actions kept whole, BudgetErrors), each
+        cell its values at :attr:`fractions` joined by `` / ``."""
+        from rich.table import Table
+
+        figures: list[tuple[str, Callable[[MethodResult], float], bool]] = [
+            ("independent", lambda r: r.independent.micro, False),
+            ("user-given", lambda r: r.user_given.micro, False),
+            ("ours", lambda r: r.ours.micro, False),
+            ("code", lambda r: r.code.micro, False),
+            ("actions kept", lambda r: r.actions_share, False),
+            ("BudgetErrors", lambda r: float(r.budget_errors), True),
+        ]
+        figures = [f for f in figures if f[2] or any(math.isfinite(f[1](r)) for r in self.results)]
+        refs = {name: getattr(self.results[0], attr).refs if self.results else 0
+                for name, attr in (("independent", "independent"), ("user-given", "user_given"), ("ours", "ours"),
+                                   ("code", "code"))}
+        table = Table(title=title, title_justify="left", caption_justify="left", caption=(
+            "cells: " + " / ".join(f"{_pct(f)}%" for f in self.fractions) + f" of the non-system tokens over the "
+            f"system prompt; {self.steps:,} steps; references: "
+            + ", ".join(f"{name} {n:,}" for name, n in refs.items() if n)))
+        table.add_column("method", no_wrap=True)
+        for name, _, _ in figures:
+            table.add_column(name, justify="right", no_wrap=True)
+
+        def cell(value: float, count: bool) -> str:
+            return "-" if not math.isfinite(value) else f"{value:,.0f}" if count else f"{value:.3f}"
+
+        for method in self.methods:
+            rows = [self.result(method, f) for f in self.fractions]
+            table.add_row(method, *(" / ".join(cell(get(r), count) for r in rows) for _, get, count in figures))
+        return table
 
     def to_dict(self) -> dict[str, Any]:
         return {"fractions": list(self.fractions), "steps": self.steps, "seconds": round(self.seconds, 2),

@@ -3,7 +3,7 @@
 Usage::
 
     salience bench PATH... [--scorer FILE|models:/NAME/VERSION|models:/NAME@ALIAS|NAME|default]
-        [--budgets 0.05,0.1,0.25] [--kinds query,agnostic,reference] [--baselines bm25,fusion,...]
+        [--budgets 0.05,0.1,0.25] [--kinds query,agnostic,reference,independent] [--baselines bm25,fusion,...]
         [--split all|train|test] [--test-split 0.25] [--seed 0] [--max-steps N]
         [--plot [FILE]] [--json FILE] [--no-track]
 
@@ -12,15 +12,22 @@ is left out of the baselines beside it. Runs
 :func:`salience.bench.run_benchmark` and prints a table. With
 ``--split test`` only the held-out part of the data is used
 (:func:`~salience.training.split.split_transcripts`, the split ``salience train``
-uses). When the scorer came from a ``models:/`` URI and MLflow tracking is
-available, the metrics (and the plot and JSON, if written) are logged against that
-model unless ``--no-track``. Bad input (an unknown baseline or kind, a bad budget, a
-missing scorer file) exits 2 with one line.
+uses). ``independent`` (issue #14) replays the steps that call tools with
+:func:`salience.bench.independent.evaluate`: the scorer in a default ``Compactor``
+beside the message baselines that run as themselves (the sliding window, observation
+masking, keep-last-3 tool results, value-stub masking), recall by the independent
+definition, the user-given values, ours, code support and actions kept, and the scorer
+minus the window with a paired bootstrap interval over transcripts. When the scorer
+came from a ``models:/`` URI and MLflow tracking is available, the metrics (and the
+plot and JSON, if written) are logged against that model unless ``--no-track``. Bad
+input (an unknown baseline or kind, a bad budget, a missing scorer file) exits 2 with
+one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -30,7 +37,10 @@ from salience.cli.common import add_paths_argument, load_inputs, progress_bar, s
 from salience.cli.scorers import ScorerKind, add_scorer_argument, parse_scorer
 from salience.errors import SalienceError
 
-__all__ = ["add_parser", "parse_budgets", "parse_names", "resolve_scorer", "run"]
+__all__ = ["INDEPENDENT", "add_parser", "parse_budgets", "parse_names", "resolve_scorer", "run"]
+
+#: The ``--kinds`` name of issue #14's benchmark (:mod:`salience.bench.independent`).
+INDEPENDENT = "independent"
 
 
 def parse_budgets(text: str) -> tuple[float, ...]:
@@ -98,8 +108,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--budgets", default=None, metavar="LIST",
                         help="budget fractions, e.g. 0.05,0.1,0.25 or 5%%,10%% (default: 0.05,0.1,0.25 for "
                         "evidence recall, 0.1,0.25 for reference recall)")
-    parser.add_argument("--kinds", default=",".join(k.value for k in BenchKind), metavar="LIST",
-                        help="which figures: some of query, agnostic, reference (default: all that apply)")
+    parser.add_argument("--kinds", default=",".join([*(k.value for k in BenchKind), INDEPENDENT]), metavar="LIST",
+                        help="which figures: some of query, agnostic, reference, independent (the steps that call "
+                        "tools, by issue #14's independent definition, against the message baselines: the sliding "
+                        "window, observation masking, keep-last-3, value stubs) (default: all that apply)")
     parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES), metavar="LIST",
                         help=f"baselines to compare with, or none (default: {','.join(DEFAULT_BASELINES)}; "
                         f"known: {', '.join(BASELINE_NAMES)})")
@@ -143,9 +155,12 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     budgets = parse_budgets(args.budgets) if args.budgets is not None else None
-    kinds = parse_names(args.kinds, tuple(k.value for k in BenchKind), "--kinds")
+    kinds = parse_names(args.kinds, (*(k.value for k in BenchKind), INDEPENDENT), "--kinds")
     if not kinds:
-        raise SalienceError("--kinds: at least one of query, agnostic, reference is needed")
+        raise SalienceError("--kinds: at least one of query, agnostic, reference, independent is needed")
+    curve_kinds = tuple(k for k in kinds if k != INDEPENDENT)
+    if args.plot is not None and not curve_kinds:
+        raise SalienceError("--plot: plots the recall curves of query, agnostic or reference; --kinds has none")
     baselines = parse_names(args.baselines, BASELINE_NAMES, "--baselines")
     if args.max_steps is not None and args.max_steps < 1:
         raise SalienceError(f"--max-steps: expected a positive integer (got {args.max_steps})")
@@ -174,35 +189,81 @@ def run(args: argparse.Namespace) -> int:
         def report_progress(description: str, done: int, total: int) -> None:
             progress.update(task, description=description, completed=done, total=total)
 
-        report = run_benchmark(transcripts, scorer, fractions=budgets, baselines=baselines, kinds=kinds,
-                               scorer_name=scorer_name, max_steps=args.max_steps, progress=report_progress)
+        report = None
+        if curve_kinds:
+            report = run_benchmark(transcripts, scorer, fractions=budgets, baselines=baselines, kinds=curve_kinds,
+                                   scorer_name=scorer_name, max_steps=args.max_steps, progress=report_progress)
+        independent = None
+        if INDEPENDENT in kinds:
+            independent = _independent(transcripts, scorer, scorer_name, budgets, args.max_steps, report_progress)
 
     out = stdout()
     split = "" if args.split == "all" else f" ({args.split} side of the split, seed {args.seed})"
     out.print(f"{len(transcripts):,} transcripts{split}; scorer: {args.scorer}")
-    for kind in report.kinds:
-        out.print(report.table(kind))
-    for method, kind, reason in report.skipped:
-        who = "" if method == "*" else f"{method} "
-        out.print(f"skipped {who}{kind}: {reason}")
-    if not report.curves:
+    if report is not None:
+        for kind in report.kinds:
+            out.print(report.table(kind))
+        for method, kind, reason in report.skipped:
+            who = "" if method == "*" else f"{method} "
+            out.print(f"skipped {who}{kind}: {reason}")
+    measured = independent is not None and independent.steps > 0
+    if independent is not None:
+        if measured:
+            out.print(independent.table())
+            for line in _differences(independent, scorer_name):
+                out.print(line)
+        else:
+            out.print(f"skipped {INDEPENDENT}: no assistant step calls a tool or acts on earlier values")
+    if not measured and (report is None or not report.curves):
         raise SalienceError("nothing to measure: no query lists evidence and no assistant step reuses an earlier "
                             "value in the input")
     artifacts: list[Path] = []
-    if args.plot is not None:
+    if args.plot is not None and report is not None:
         path = Path(args.plot) if args.plot else Path(f"bench-{time.strftime('%Y%m%d-%H%M%S')}.png")
         artifacts.append(_write(lambda: report.plot(path), path))
         out.print(f"plot -> {path}")
     if args.json is not None:
         path = Path(args.json)
-        _write(lambda: report.to_json(path), path)
+        data: dict[str, Any] = report.to_dict() if report is not None else {"scorer": scorer_name}
+        if independent is not None:
+            data[INDEPENDENT] = independent.to_dict()
+        _write(lambda: path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8"), path)
         artifacts.append(path)
         out.print(f"json -> {path}")
     if uri is not None and uri.startswith("models:/") and not args.no_track:
-        print(_track(uri, report.metrics(), artifacts), file=sys.stderr)
+        metrics = report.metrics() if report is not None else {}
+        if independent is not None and measured:
+            metrics.update(independent.metrics())
+        print(_track(uri, metrics, artifacts), file=sys.stderr)
     out.print(f"done in {time.perf_counter() - started:.1f}s")
     spec.warn_if_deprecated()
     return 0
+
+
+def _independent(transcripts: Any, scorer: Any, name: str, budgets: tuple[float, ...] | None,
+                 max_steps: int | None, progress: Any) -> Any:
+    """Issue #14's benchmark on ``transcripts``: ``scorer`` in a ``Compactor`` with its
+    defaults, beside the message baselines (:func:`salience.bench.independent.evaluate`)."""
+    from salience import Compactor
+    from salience.bench.independent import baseline_selectors, compactor_selector, evaluate
+
+    selectors = {name: compactor_selector(Compactor(scorer=scorer)), **baseline_selectors()}
+    return evaluate(transcripts, selectors, budgets or (0.10, 0.25), max_steps=max_steps, reference="window",
+                    progress=progress, description=INDEPENDENT)
+
+
+def _differences(report: Any, name: str) -> list[str]:
+    """``name`` minus the window by each definition and budget, with a 95% paired bootstrap
+    interval over transcripts (too narrow over a few)."""
+    lines = []
+    for definition in ("independent", "ours"):
+        for f in report.fractions:
+            if not getattr(report.result(name, f), definition).refs:
+                continue
+            d = report.difference(name, "window", f, definition)
+            lines.append(f"{name} − window, {definition}, {round(100 * f, 4):g}%: {d} (95% interval, paired bootstrap "
+                         f"over {d.transcripts:,} transcripts)")
+    return lines
 
 
 def _write(fn: Any, path: Path) -> Path:
