@@ -107,7 +107,7 @@ def load_scorer() -> tuple[Any, str]:
 
 def cold(scorer: Any) -> None:
     """Empty every cache a first call in a new process would find empty."""
-    from salience import values
+    from salience import tooltypes, values
     from salience.scorer import handles, treememo
     from salience.tokens import default_counter
 
@@ -119,6 +119,7 @@ def cold(scorer: Any) -> None:
     counter._chars = 0
     values._extract.cache_clear()  # the values of a text, memoised process-wide
     handles.is_handle.cache_clear()
+    tooltypes._by_rules.cache_clear()  # the keyword rules' type of each tool name
     treememo.clear_memos()  # the trees' predictions by row path
     gc.collect()
 

@@ -9,7 +9,12 @@
   of texts (tests/test_values_linear.py checks both against the reference patterns);
 * the places where an identifier's run starts further in than its lookbehinds see
   (``values._ident_firsts``: two patterns, each led by the character a run starts with)
-  against the one pattern that tries every place (``values._IDENT_FIRST``).
+  against the one pattern that tries every place (``values._IDENT_FIRST``);
+* a quoted string's value, read from its inner groups by index (``values._Q1`` to ``_Q3``),
+  against the scan of all the match's groups that :func:`salience.values._extract` made;
+* :func:`salience.tooltypes.tool_type`, whose keyword rules are worked out once per name
+  (``tooltypes._by_rules``), against the rules applied afresh, and its overrides, which the
+  memo never holds.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SAMPLES
-from salience import load_transcripts
+from salience import load_transcripts, tooltypes
 from salience import values as values_module
 from salience.scorer import text
 from salience.scorer.text import ERROR_PATTERNS, count_error_markers, has_error_marker
@@ -88,3 +93,68 @@ IDENT_PIECES = ["---abc1", "_ab1-cd2", "#W123", "-x1", "--x1", "é", "éa-b1", "
 @given(st.lists(st.sampled_from(IDENT_PIECES), max_size=14).map("".join))
 def test_ident_firsts_are_the_one_patterns(s: str) -> None:
     assert values_module._ident_firsts(s) == [(m.end(), "ident") for m in values_module._IDENT_FIRST.finditer(s)]
+
+
+def plain_tool_type(name: str) -> tooltypes.ToolType:
+    """The keyword rules applied afresh, as tool_type did before its memo."""
+    words = [w.lower() for w in tooltypes._SPLIT.split(name) if w]
+    return next((kind for kind, keys in tooltypes._RULES if any(w in keys for w in words)),
+                tooltypes.ToolType.OTHER)
+
+
+NAME_PIECES = ["get", "reservation", "details", "read", "File", "search", "web", "x", "_", "-", ".", "/", " ", ":",
+               "Run", "python", "ls", "book", "LIST", "frob"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(NAME_PIECES), min_size=1, max_size=6).map("".join))
+def test_tool_types_by_name_are_the_rules_applied_afresh(name: str) -> None:
+    tooltypes._by_rules.cache_clear()
+    first = tooltypes.tool_type(name)
+    assert first is plain_tool_type(name)
+    assert tooltypes.tool_type(name) is first  # the memo's answer
+
+
+def test_overrides_win_over_the_memo_and_never_enter_it() -> None:
+    tooltypes._by_rules.cache_clear()
+    assert tooltypes.tool_type("get_flight") is tooltypes.ToolType.DATABASE  # memoised by the rules
+    assert tooltypes.tool_type("get_flight", {"get_flight": "edit"}) is tooltypes.ToolType.EDIT
+    assert tooltypes.tool_type("frobnicate", {"frobnicate": "edit"}) is tooltypes.ToolType.EDIT
+    assert tooltypes.tool_type("frobnicate") is tooltypes.ToolType.OTHER  # the override was not remembered
+    assert tooltypes.tool_type("get_flight") is tooltypes.ToolType.DATABASE
+
+
+def extract_by_all_groups(s: str) -> tuple[str, ...]:
+    """values._extract as it read a quoted string's value before: the first group that took
+    part and is not the whole match."""
+    out: dict[str, None] = {}
+    for kind, start, end, match in values_module._matches(s):
+        if match is None:
+            raw = s[start:end]
+        elif kind == "quoted":
+            raw = next((g for g in match.groups() if g is not None and g != match.group(0)), "")
+        else:
+            raw = match.group(kind)
+        value = values_module._normalise(kind, raw)
+        if value is not None:
+            out.setdefault(value, None)
+    return tuple(out)
+
+
+QUOTE_PIECES = ["\"", "'", "`", "abc", "Blue Lagoon", "HAT136", " ", ":", "\n", "x", "{", "1,250", "a.b@x.org"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(QUOTE_PIECES), max_size=25).map("".join))
+def test_quoted_values_by_group_index_are_the_groups_scan(s: str) -> None:
+    assert values_module._extract.__wrapped__(s) == extract_by_all_groups(s)
+
+
+def test_quoted_values_by_group_index_on_the_samples() -> None:
+    found = 0
+    for t in load_transcripts(SAMPLES):
+        for e in t.entries:
+            for s in [e.content, *(c.arguments for c in e.tool_calls)]:
+                assert values_module._extract.__wrapped__(s) == extract_by_all_groups(s)
+                found += sum(1 for m in values_module._PATTERN.finditer(s) if m.lastgroup == "quoted")
+    assert found > 100  # the samples hold quoted strings (JSON arguments and outputs)

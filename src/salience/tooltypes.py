@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 __all__ = ["ToolType", "tool_type"]
 
@@ -63,6 +64,13 @@ def tool_type(name: str | None, overrides: Mapping[str, str | ToolType] | None =
         return ToolType.OTHER
     if overrides and name in overrides:
         return ToolType(overrides[name])
+    return _by_rules(name)
+
+
+@lru_cache(maxsize=4096)
+def _by_rules(name: str) -> ToolType:
+    """The rules' type of ``name`` (a pure function of the name: a history calls a few tools
+    many times, and a cold call asks about 700 times, each a split and a scan of the rules)."""
     words = [w.lower() for w in _SPLIT.split(name) if w]
     for kind, keys in _RULES:
         if any(w in keys for w in words):

@@ -104,6 +104,9 @@ _PLAIN_WORD = (
 _GUARD = r"(?=[\w.%+\-\"'`~/])(?:(?<![A-Za-z0-9_])|(?!\w))" + _PLAIN_WORD
 _PATTERN = re.compile(f"{_GUARD}(?:{_ALTERNATION})")
 _ORDER = {kind: n for n, kind in enumerate(_KINDS)}
+# A quoted string's three inner groups (one per quote character, the text between the quotes: exactly one
+# takes part in a quoted match, never empty), read by index rather than by a scan of all the groups.
+_Q1, _Q2, _Q3 = range(_PATTERN.groupindex["quoted"] + 1, _PATTERN.groupindex["date"])
 
 # For _matches: the first place at or after a position, inside the run it is in, where a
 # path part or an identifier may start (a word boundary; for an identifier, a letter or
@@ -294,7 +297,7 @@ def _extract(text: str) -> tuple[str, ...]:
         if match is None:
             raw = text[start:end]
         elif kind == "quoted":
-            raw = next((g for g in match.groups() if g is not None and g != match.group(0)), "")
+            raw = match[_Q1] or match[_Q2] or match[_Q3]
         else:
             raw = match.group(kind)
         value = _normalise(kind, raw)
