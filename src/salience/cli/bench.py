@@ -244,7 +244,7 @@ def _independent(transcripts: Any, scorer: Any, name: str, budgets: tuple[float,
                  max_steps: int | None, progress: Any) -> Any:
     """Issue #14's benchmark on ``transcripts``: ``scorer`` in a ``Compactor`` with its
     defaults, beside the message baselines (:func:`salience.bench.independent.evaluate`)."""
-    from salience import Compactor
+    from salience.selector.compactor import Compactor
     from salience.bench.independent import baseline_selectors, compactor_selector, evaluate
 
     selectors = {name: compactor_selector(Compactor(scorer=scorer)), **baseline_selectors()}
