@@ -1,0 +1,137 @@
+"""The scores' running counts, added once per entry and handed from one state to the other
+(issue #12, thirteenth session), give what the plain per-string loops gave. No timings.
+
+* :class:`~salience.scorer.latest.LatestState` takes each entry's call words from its cached
+  data (``_EntryData.call_words``, worked out beside the handles from the same call text)
+  instead of parsing the calls' arguments again, and the words an entry introduces from
+  :class:`~salience.scorer.prefix._Prefix` (which finds them as it counts them) instead of
+  looking each word up in a dictionary of its own;
+* both add an entry's counts (its own handles, new handles, pending handles and words) once,
+  as whole numbers, instead of one numpy element ``+= 1`` per string.
+
+The reference below is the loops as they were, written out afresh from the entries; each
+column is compared bit for bit on the samples and on histories built to repeat words and
+handles across entries, within an entry, and in the calls that use them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import SAMPLES
+from salience import Transcript, load_transcripts
+from salience.scorer.columns import _COL
+from salience.scorer.features import FeatureExtractor
+from salience.scorer.latest import MIN_WORD, call_words
+from salience.scorer.prefix import _log1p
+
+
+def _reference(fe: FeatureExtractor, t: Transcript) -> dict[str, np.ndarray]:
+    """The counts behind the columns, by the plain loops over every string of every entry."""
+    entries = t.entries
+    data = fe._entry_data(entries, fe._caches())
+    n = len(entries)
+    cols = {k: np.zeros(n) for k in ("unique_handles", "pending_words", "acted_words", "new_handles",
+                                     "pending_handles", "acted_handles")}
+    holders: dict[str, list[int]] = {}
+    word_first: dict[str, int] = {}
+    word_acted: set[str] = set()
+    handle_first: dict[str, int] = {}
+    handle_acted: set[str] = set()
+
+    def act(used: frozenset[str], first: dict[str, int], acted: set[str], a: np.ndarray, p: np.ndarray) -> None:
+        for s in used:
+            j = first.get(s)
+            if j is not None and s not in acted:
+                acted.add(s)
+                a[j] += 1
+                p[j] -= 1
+
+    for i, (e, d) in enumerate(zip(entries, data)):
+        for h in d.handles:
+            held = holders.get(h)
+            if held is None:
+                holders[h] = [i]
+                cols["unique_handles"][i] += 1
+            else:
+                if len(held) == 1:
+                    cols["unique_handles"][held[0]] -= 1
+                held.append(i)
+        used = call_words(e)  # from the entry, not from its cached data
+        act(used, word_first, word_acted, cols["acted_words"], cols["pending_words"])
+        for w in d.content:
+            if len(w) < MIN_WORD or w in word_first:
+                continue
+            word_first[w] = i
+            if w in used:
+                word_acted.add(w)
+            else:
+                cols["pending_words"][i] += 1
+        act(d.call_tokens, handle_first, handle_acted, cols["acted_handles"], cols["pending_handles"])
+        for h in d.handles:
+            if h not in handle_first:
+                handle_first[h] = i
+                cols["new_handles"][i] += 1
+                if h in d.call_tokens:
+                    handle_acted.add(h)
+                else:
+                    cols["pending_handles"][i] += 1
+    # as the states write them: LatestState.fill with np.log1p, _Prefix._conversation from its table
+    return {k: (_log1p(v) if k.endswith("_handles") and k != "unique_handles" else np.log1p(v))
+            for k, v in cols.items()}
+
+
+def _check(t: Transcript) -> int:
+    fe = FeatureExtractor(use_embeddings=False).fit()
+    X = fe.transform_one(t)
+    ref = _reference(fe, t)
+    for name, col in ref.items():
+        assert np.array_equal(X[:, _COL[name]], col), (t.id, name)
+    data = fe._entry_data(t.entries, fe._caches())
+    for e, d in zip(t.entries, data):
+        assert d.call_words == call_words(e), e.id
+    # the same columns when the transcript grows one entry at a time through the caches
+    grower = FeatureExtractor(use_embeddings=False).fit()
+    for m in range(1, len(t.entries) + 1):
+        grower.transform_one(Transcript(id=f"{t.id}-{m}", entries=t.entries[:m]))
+    assert np.array_equal(grower.transform_one(t), X), t.id
+    return sum(int(np.count_nonzero(c)) for c in ref.values())
+
+
+def test_counts_match_the_plain_loops_on_the_samples() -> None:
+    nonzero = sum(_check(t) for t in load_transcripts(SAMPLES))
+    assert nonzero > 100  # the samples exercise every count
+
+
+WORDS = ["lunch", "moved", "justinkool", "decture", "HAT136", "mia_li_3668", "Paris", "ok", "go", "the", "lunch"]
+
+
+def _call(cid: str, name: str, words: list[str]) -> dict:
+    args = {f"a{k}": w for k, w in enumerate(words)}
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> Transcript:
+    messages: list[dict] = []
+    for k in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["user", "call", "assistant"]))
+        words = draw(st.lists(st.sampled_from(WORDS), max_size=6))
+        if kind == "call":
+            cid = f"c{k}"
+            messages.append(_call(cid, draw(st.sampled_from(["SendMessage", "Book"])), words))
+            messages.append({"role": "tool", "tool_call_id": cid, "content": " ".join(reversed(words)) or "done"})
+        else:
+            messages.append({"role": kind, "content": " ".join(words) or "."})
+    return Transcript.from_openai(messages, id="h")
+
+
+@settings(max_examples=150, deadline=None, database=None, derandomize=True)
+@given(histories())
+def test_counts_match_the_plain_loops_on_repeating_histories(t: Transcript) -> None:
+    _check(t)
