@@ -7,7 +7,11 @@
   :class:`~salience.scorer.prefix._Prefix` (which finds them as it counts them) instead of
   looking each word up in a dictionary of its own;
 * both add an entry's counts (its own handles, new handles, pending handles and words) once,
-  as whole numbers, instead of one numpy element ``+= 1`` per string.
+  as whole numbers, instead of one numpy element ``+= 1`` per string;
+* :func:`salience.scorer.handles.tokens` scans for runs of 3+ characters and strips their tail
+  (``handles._RUN``) instead of taking every match of ``handles._TOKEN`` and dropping the short
+  ones: the same tokens, in the same order, on texts built from the characters that decide
+  where a token starts and ends, and on the samples.
 
 The reference below is the loops as they were, written out afresh from the entries; each
 column is compared bit for bit on the samples and on histories built to repeat words and
@@ -24,6 +28,7 @@ from hypothesis import strategies as st
 
 from conftest import SAMPLES
 from salience import Transcript, load_transcripts
+from salience.scorer import handles
 from salience.scorer.columns import _COL
 from salience.scorer.features import FeatureExtractor
 from salience.scorer.latest import MIN_WORD, call_words
@@ -135,3 +140,28 @@ def histories(draw: st.DrawFn) -> Transcript:
 @given(histories())
 def test_counts_match_the_plain_loops_on_repeating_histories(t: Transcript) -> None:
     _check(t)
+
+
+def _plain_tokens(text: str) -> tuple[str, ...]:
+    return tuple([t for t in dict.fromkeys(handles._TOKEN.findall(text)) if 3 <= len(t) <= 64])
+
+
+TOKEN_PIECES = ["a", "Z", "7", "_", ".", "@", "-", "+", "&", "$", "!", "#", "%", "é", "中", " ", "\n", "'", "/",
+                ":", "ab", "x1", "..", "a.b", "-x", "mia_li_3668", "j.hester@gahoo.com", "e149636f-d9ca", "v2.0.",
+                "abc-", "ab&", "a" * 63, "b" * 65]
+
+
+@settings(max_examples=3000, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.sampled_from(TOKEN_PIECES), max_size=16).map("".join))
+def test_tokens_are_the_plain_scans(s: str) -> None:
+    assert handles.tokens(s) == _plain_tokens(s)
+
+
+def test_tokens_are_the_plain_scans_on_the_samples() -> None:
+    checked = 0
+    for t in load_transcripts(SAMPLES):
+        for e in t.entries:
+            text = handles.leaf_text(e.content) + "\n" + handles.call_text(e)
+            assert handles.tokens(text) == _plain_tokens(text), e.id
+            checked += len(handles.tokens(text))
+    assert checked > 1000
