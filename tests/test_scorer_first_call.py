@@ -11,7 +11,9 @@
 * :func:`salience.scorer.handles.tokens` scans for runs of 3+ characters and strips their tail
   (``handles._RUN``) instead of taking every match of ``handles._TOKEN`` and dropping the short
   ones: the same tokens, in the same order, on texts built from the characters that decide
-  where a token starts and ends, and on the samples.
+  where a token starts and ends, and on the samples;
+* :func:`salience.scorer.handles.is_handle` tests an ASCII token's characters with one regex
+  (``handles._MARKED``) instead of a loop over them: the same answer as the plain test.
 
 The reference below is the loops as they were, written out afresh from the entries; each
 column is compared bit for bit on the samples and on histories built to repeat words and
@@ -165,3 +167,27 @@ def test_tokens_are_the_plain_scans_on_the_samples() -> None:
             assert handles.tokens(text) == _plain_tokens(text), e.id
             checked += len(handles.tokens(text))
     assert checked > 1000
+
+
+def _plain_is_handle(token: str) -> bool:
+    low = token.lower()
+    if low in handles.STOPWORDS:
+        return False
+    if any(c.isdigit() for c in token) or "@" in token or "_" in token or any(c.isupper() for c in token[1:]):
+        return True
+    return len(handles._encode()(" " + low)) > 1  # type: ignore[operator]
+
+
+HANDLE_PIECES = ["a", "b", "Z", "Q", "7", "0", "_", "@", ".", "-", "é", "É", "²", "٣", "the", "The", "lunch", "x"]
+
+
+@settings(max_examples=2000, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.sampled_from(HANDLE_PIECES), min_size=1, max_size=6).map("".join))
+def test_is_handle_is_the_plain_test(token: str) -> None:
+    assert handles.is_handle.__wrapped__(token) == _plain_is_handle(token)
+
+
+def test_is_handle_is_the_plain_test_on_the_samples() -> None:
+    seen = {t for tr in load_transcripts(SAMPLES) for e in tr.entries for t in handles.tokens(e.content)}
+    assert len(seen) > 500
+    assert [handles.is_handle.__wrapped__(t) for t in sorted(seen)] == [_plain_is_handle(t) for t in sorted(seen)]

@@ -51,6 +51,9 @@ _MIN, _MAX = 3, 64
 #: (nor does any place inside it). tests/test_scorer_first_call.py checks it against ``_TOKEN``.
 _RUN = re.compile(r"[A-Za-z0-9][\w.@$!#%&+\-]{2,}")
 _TAIL = ".@&+-"
+#: In an ASCII token, what makes it a handle by its characters: a digit, ``@`` or ``_``, or a
+#: capital after its first character (:func:`is_handle`'s test, for ASCII).
+_MARKED = re.compile(r"[0-9@_]|(?<!^)[A-Z]")
 
 
 @lru_cache(maxsize=1)
@@ -101,7 +104,10 @@ def is_handle(token: str) -> bool:
     low = token.lower()
     if low in STOPWORDS:
         return False
-    if any(c.isdigit() for c in token) or "@" in token or "_" in token or any(c.isupper() for c in token[1:]):
+    if token.isascii():  # where the digits are 0-9 and the capitals A-Z: one scan in C
+        if _MARKED.search(token) is not None:
+            return True
+    elif any(c.isdigit() for c in token) or "@" in token or "_" in token or any(c.isupper() for c in token[1:]):
         return True
     encode = _encode()
     return len(encode(" " + low)) > 1  # type: ignore[operator]
