@@ -13,7 +13,11 @@
   ones: the same tokens, in the same order, on texts built from the characters that decide
   where a token starts and ends, and on the samples;
 * :func:`salience.scorer.handles.is_handle` tests an ASCII token's characters with one regex
-  (``handles._MARKED``) instead of a loop over them: the same answer as the plain test.
+  (``handles._MARKED``) instead of a loop over them: the same answer as the plain test;
+* :func:`salience.scorer.text.count_error_markers` counts each pattern alone where its needles
+  are, the words ending in ``Error`` by ``str.find`` (``text._error_words``): the same count as
+  the alternation, on texts built around ``Error`` (glued to letters, digits, ``_``, accented
+  letters, itself) and on the samples (tests/test_first_call_paths.py checks it too).
 
 The reference below is the loops as they were, written out afresh from the entries; each
 column is compared bit for bit on the samples and on histories built to repeat words and
@@ -23,6 +27,7 @@ handles across entries, within an entry, and in the calls that use them.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 from hypothesis import given, settings
@@ -31,6 +36,7 @@ from hypothesis import strategies as st
 from conftest import SAMPLES
 from salience import Transcript, load_transcripts
 from salience.scorer import handles
+from salience.scorer import text as text_module
 from salience.scorer.columns import _COL
 from salience.scorer.features import FeatureExtractor
 from salience.scorer.latest import MIN_WORD, call_words
@@ -191,3 +197,26 @@ def test_is_handle_is_the_plain_test_on_the_samples() -> None:
     seen = {t for tr in load_transcripts(SAMPLES) for e in tr.entries for t in handles.tokens(e.content)}
     assert len(seen) > 500
     assert [handles.is_handle.__wrapped__(t) for t in sorted(seen)] == [_plain_is_handle(t) for t in sorted(seen)]
+
+
+PLAIN_ERROR = re.compile("|".join(f"(?:{p})" for p in text_module.ERROR_PATTERNS))
+ERROR_PIECES = ["Error", "ValueError", "ErrorError", "Errors", "9", "_", "é", "É", "x", " ", "\n", ".", ":",
+                "Traceback", "Traceback (most recent call last)", "failed", "FAILED", "Failed", "exit code 1",
+                "exit status: 2", "Err", "or", "E", "rror", "-"]
+
+
+@settings(max_examples=4000, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.sampled_from(ERROR_PIECES), max_size=14).map("".join))
+def test_error_counts_are_the_alternations(s: str) -> None:
+    assert text_module._ERROR_WORD_RULE  # the fast path is the one checked
+    assert text_module.count_error_markers(s) == len(PLAIN_ERROR.findall(s))
+    assert text_module._error_words(s) == len(re.findall(r"\b[A-Za-z]*Error\b", s))
+
+
+def test_error_counts_are_the_alternations_on_the_samples() -> None:
+    found = 0
+    for t in load_transcripts(SAMPLES):
+        for e in t.entries:
+            assert text_module.count_error_markers(e.text) == len(PLAIN_ERROR.findall(e.text)), e.id
+            found += text_module.count_error_markers(e.text)
+    assert found > 5
