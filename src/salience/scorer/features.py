@@ -58,6 +58,7 @@ from salience.errors import ParameterError
 from salience.scorer.columns import _COL, BASE_FEATURES, QUERY_FEATURES
 from salience.scorer.handles import call_text, entry_handles
 from salience.scorer.handles import tokens as find_tokens
+from salience.scorer.latest import arg_words
 from salience.scorer.prefix import _Base, _EntryData, _Prefix
 from salience.scorer.text import (
     STOPWORDS,
@@ -451,7 +452,8 @@ class FeatureExtractor(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         return _EntryData(static=row, words=words, word_set=frozenset(distinct), values=values, embedding=None,
                           content=tuple(itertools.filterfalse(STOPWORDS.__contains__, distinct)),
                           reaction=_REACTION.match(e.content) is not None, handles=hs,
-                          call_tokens=frozenset(find_tokens(args)) if args else frozenset())
+                          call_tokens=frozenset(find_tokens(args)) if args else frozenset(),
+                          call_words=arg_words(args) if e.tool_calls else frozenset())
 
     def query_block(self, transcript: Transcript, query: str, base: _Base | None = None) -> np.ndarray:
         """The query features of every entry of ``transcript`` for ``query``."""

@@ -44,6 +44,16 @@ __all__ = ["call_text", "entry_handles", "handles", "is_handle", "leaf_text", "t
 #: Linear: a failed match can only start on a letter or digit and gives up at the run's end.
 _TOKEN = re.compile(r"[A-Za-z0-9](?:[\w.@$!#%&+\-]*[\w$!#%])?")
 _MIN, _MAX = 3, 64
+#: What :func:`tokens` scans for: a run of :data:`_TOKEN`'s characters from a letter or digit, at
+#: least :data:`_MIN` long. A match of ``_TOKEN`` is such a run, whole, less the characters that
+#: may not end a token (:data:`_TAIL`), which cannot start one either; so the tokens of 3+
+#: characters are the runs of 3+ stripped of that tail, and a shorter run gives no match here
+#: (nor does any place inside it). tests/test_scorer_first_call.py checks it against ``_TOKEN``.
+_RUN = re.compile(r"[A-Za-z0-9][\w.@$!#%&+\-]{2,}")
+_TAIL = ".@&+-"
+#: In an ASCII token, what makes it a handle by its characters: a digit, ``@`` or ``_``, or a
+#: capital after its first character (:func:`is_handle`'s test, for ASCII).
+_MARKED = re.compile(r"[0-9@_]|(?<!^)[A-Z]")
 
 
 @lru_cache(maxsize=1)
@@ -85,7 +95,7 @@ def leaf_text(text: str) -> str:
 def tokens(text: str) -> tuple[str, ...]:
     """The distinct tokens of ``text`` of 3 to 64 characters, in order of first use."""
     # each distinct token measured once (a token's length is the same wherever it stands)
-    return tuple([t for t in dict.fromkeys(_TOKEN.findall(text)) if _MIN <= len(t) <= _MAX])
+    return tuple([t for t in dict.fromkeys([r.rstrip(_TAIL) for r in _RUN.findall(text)]) if _MIN <= len(t) <= _MAX])
 
 
 @lru_cache(maxsize=1 << 17)
@@ -94,7 +104,10 @@ def is_handle(token: str) -> bool:
     low = token.lower()
     if low in STOPWORDS:
         return False
-    if any(c.isdigit() for c in token) or "@" in token or "_" in token or any(c.isupper() for c in token[1:]):
+    if token.isascii():  # where the digits are 0-9 and the capitals A-Z: one scan in C
+        if _MARKED.search(token) is not None:
+            return True
+    elif any(c.isdigit() for c in token) or "@" in token or "_" in token or any(c.isupper() for c in token[1:]):
         return True
     encode = _encode()
     return len(encode(" " + low)) > 1  # type: ignore[operator]

@@ -64,7 +64,13 @@ def call_words(entry: Entry) -> frozenset[str]:
     calls' argument leaves: what its calls copy, without the JSON keys."""
     if not entry.tool_calls:
         return frozenset()
-    return frozenset(w for w in content_words(call_text(entry)) if len(w) >= MIN_WORD)
+    return arg_words(call_text(entry))
+
+
+def arg_words(args: str) -> frozenset[str]:
+    """:func:`call_words` of an entry with calls, from their leaves ``args`` (its
+    :func:`~salience.scorer.handles.call_text`, which the features have already)."""
+    return frozenset(w for w in content_words(args) if len(w) >= MIN_WORD)
 
 
 def act_on(used: Iterable[str], first: Mapping[str, int], acted: set[str], acted_counts: np.ndarray,
@@ -111,12 +117,15 @@ class LatestState:
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
 
-    def extend(self, entries: Sequence[Entry], data: Sequence[_EntryData]) -> None:
-        """Add ``entries`` (with their per-entry ``data``) after the ones seen so far."""
+    def extend(self, entries: Sequence[Entry], data: Sequence[_EntryData], fresh: Sequence[list[str]]) -> None:
+        """Add ``entries`` (with their per-entry ``data``) after the ones seen so far; ``fresh``:
+        for each, the words of its ``data.content`` that no entry before it used, in order (what
+        :class:`~salience.scorer.prefix._Prefix` finds as it counts them; every entry this state
+        has seen went through the same ``_Prefix``, so its words are the ones that state has)."""
         m = self.n
         self._reserve(m + len(entries))
         holders, unique = self.holders, self.unique
-        for i, (e, d) in enumerate(zip(entries, data), start=m):
+        for i, (e, d, new) in enumerate(zip(entries, data, fresh, strict=True), start=m):
             self.is_user[i] = e.role == "user"
             if e.tool_calls:
                 self.is_call[i] = True
@@ -130,32 +139,40 @@ class LatestState:
                 tool = None
             self.tool[i] = -1 if tool is None else self.tool_codes.setdefault(tool, len(self.tool_codes))
             self.call_tokens.append(d.call_tokens)
+            own = 0  # the handles entry i is first to hold, counted here and added once
             for h in d.handles:
                 held = holders.get(h)
                 if held is None:
                     holders[h] = [i]
-                    unique[i] += 1
+                    own += 1
                 else:
                     if len(held) == 1:
                         unique[held[0]] -= 1
                     held.append(i)
-            self._words(i, e, d)
+            if own:
+                unique[i] += own
+            self._words(i, d, new)
         self.n = m + len(entries)
 
-    def _words(self, i: int, entry: Entry, d: _EntryData) -> None:
-        """Words entry ``i`` introduces, and those of earlier entries its calls use: a word
-        is pending from the entry that introduced it until a call's arguments use it."""
+    def _words(self, i: int, d: _EntryData, fresh: list[str]) -> None:
+        """Words entry ``i`` introduces (``fresh``: those of ``d.content`` no earlier entry
+        used), and those of earlier entries its calls use: a word is pending from the entry
+        that introduced it until a call's arguments use it."""
         first, acted = self.word_first, self.word_acted
-        used = call_words(entry)
+        used = d.call_words  # call_words(entry), worked out with the entry's data
+        # act_on moves counts of earlier entries only: ``first`` holds none of entry i's words yet
         act_on(used, first, acted, self.acted_words, self.pending_words)
-        for w in d.content:
-            if len(w) < MIN_WORD or w in first:
+        pending = 0  # counted here and added once (whole numbers: the same float)
+        for w in fresh:  # the words of d.content not in ``first`` (which holds those of 3+ characters)
+            if len(w) < MIN_WORD:
                 continue
             first[w] = i
             if w in used:  # a call's own new word: acted on where it appears
                 acted.add(w)
             else:
-                self.pending_words[i] += 1
+                pending += 1
+        if pending:
+            self.pending_words[i] += pending
 
     def fill(self, X: np.ndarray) -> None:
         """Write :data:`LATEST_FEATURES` of the ``n`` entries seen so far into ``X``'s columns."""

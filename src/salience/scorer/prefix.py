@@ -69,6 +69,7 @@ class _EntryData:
     reaction: bool = False  # it opens by reacting to what came before
     handles: tuple[str, ...] = ()  # its handles (content and call arguments), in order of first use
     call_tokens: frozenset[str] = frozenset()  # the tokens of its calls' arguments
+    call_words: frozenset[str] = frozenset()  # salience.scorer.latest.call_words of the entry
 
 
 @dataclass(slots=True)
@@ -178,6 +179,7 @@ class _Prefix:
         fwd_entries_add: dict[int, int] = {}
         fwd_steps_add: dict[int, int] = {}
         later_refs_add: dict[int, int] = {}
+        fresh_words: list[list[str]] = []  # per new entry, the words it introduces
         for i, (e, d) in enumerate(zip(entries, data), start=m):
             role = e.role
             self.static[i] = d.static
@@ -246,20 +248,21 @@ class _Prefix:
             self.reaction[i] = d.reaction
             self.distinct[i] = len(d.content)
             word_first, word_df = self.word_first, self.word_df
-            novel = 0
+            fresh: list[str] = []  # the words entry i is first to use (LatestState reads them too)
+            fresh_words.append(fresh)
             for w in d.content:
                 j = word_first.get(w)
                 if j is None:
                     word_first[w] = i
                     word_df[w] = 1
-                    novel += 1
+                    fresh.append(w)
                     continue
                 df = word_df[w] = word_df[w] + 1
                 if df <= _RARE_WORD_DF:
                     later_refs_add[j] = later_refs_add.get(j, 0) + 1
                 elif df == _RARE_WORD_DF + 1:  # no longer rare: none of its uses count
                     later_refs_add[j] = later_refs_add.get(j, 0) - (_RARE_WORD_DF - 1)
-            self.novel[i] += novel
+            self.novel[i] += len(fresh)
             self._handles(i, d)
         # what the entries added to earlier ones' counts, summed above in Python ints (whole
         # numbers, so the floats are the ones adding one at a time gave)
@@ -278,7 +281,7 @@ class _Prefix:
                 later = np.arange(stop)[:, None] < np.arange(start, stop)[None, :]
                 same_role = role_codes[:stop, None] == role_codes[None, start:stop]
                 self.dup_later[:stop] |= ((sims > 0.95) & later & same_role).any(axis=1)
-        self.latest.extend(entries, data)
+        self.latest.extend(entries, data, fresh_words)
         self.entries = self.entries + tuple(entries)
         self.n = n
         self.base = None
@@ -287,15 +290,20 @@ class _Prefix:
         """Handles entry ``i`` introduces, and those of earlier entries its calls act on:
         a handle is pending from the entry that introduced it until a call uses it."""
         first, acted = self.handle_first, self.handle_acted
+        # act_on moves counts of earlier entries only: ``first`` holds none of entry i's handles yet
         act_on(d.call_tokens, first, acted, self.acted, self.pending)
+        new = pending = 0  # counted here and added once (whole numbers: the same floats)
         for h in d.handles:
             if h not in first:
                 first[h] = i
-                self.new_handles[i] += 1
+                new += 1
                 if h in d.call_tokens:  # a call's own new string: acted on where it appears
                     acted.add(h)
                 else:
-                    self.pending[i] += 1
+                    pending += 1
+        if new:
+            self.new_handles[i] += new
+            self.pending[i] += pending
 
     def _conversation(self, X: np.ndarray, n: int) -> None:
         """The columns that place an entry in its session and among its neighbours."""

@@ -188,6 +188,14 @@ _ERROR_RE = re.compile("(?=[A-Za-z])(?:" + "|".join(f"(?:{p})" for p in ERROR_PA
 #: (tests/test_speed_paths.py checks each pattern's alternatives against them).
 _ERROR_NEEDLES: tuple[tuple[str, ...], ...] = (("Traceback",), ("Error",), ("ailed", "FAILED"), ("exit ",))
 _ERROR_ANY = tuple(n for needles in _ERROR_NEEDLES for n in needles)
+#: Each of :data:`ERROR_PATTERNS` alone. No two patterns' matches overlap (each is whole words:
+#: ``Traceback``, optionally with its header; a word of letters ending in ``Error``; ``failed``;
+#: ``exit code`` or ``exit status`` and a number), and one place starts a match of one pattern at
+#: most, so the alternation's count is the sum of theirs, each run only where its needles are.
+_ERROR_EACH = tuple(re.compile(p) for p in ERROR_PATTERNS)
+#: Whether the second pattern is still the word ending in ``Error`` that :func:`_error_words` counts.
+_ERROR_WORD_RULE = ERROR_PATTERNS[1] == r"\b[A-Za-z]*Error\b"
+_ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 #: A word as :data:`_TOKEN` reads it, in a text without CJK characters.
 _WORD = re.compile(r"\w+(?:'\w+)*")
 
@@ -258,7 +266,37 @@ def count_error_markers(text: str) -> int:
     """
     if not any(map(text.__contains__, _ERROR_ANY)):
         return 0
-    return len(_ERROR_RE.findall(text))
+    if not _ERROR_WORD_RULE:  # pragma: no cover - the patterns changed without _error_words
+        return len(_ERROR_RE.findall(text))
+    total = 0
+    for k, (needles, pattern) in enumerate(zip(_ERROR_NEEDLES, _ERROR_EACH)):
+        if any(map(text.__contains__, needles)):
+            total += _error_words(text) if k == 1 else len(pattern.findall(text))
+    return total
+
+
+def _word_char(c: str) -> bool:
+    """Whether ``c`` is a word character as ``re``'s ``\\w`` reads a ``str``."""
+    return c.isalnum() or c == "_"
+
+
+def _error_words(text: str) -> int:
+    """How many matches of ``\\b[A-Za-z]*Error\\b`` ``text`` holds: each ``Error`` followed by a
+    word boundary whose run of ASCII letters before it starts at one (the regex engine tries
+    the pattern at every place; ``str.find`` skips to the few places that end a match)."""
+    count = 0
+    size = len(text)
+    i = text.find("Error")
+    while i >= 0:
+        end = i + 5
+        if end == size or not _word_char(text[end]):
+            j = i
+            while j and text[j - 1] in _ASCII_LETTERS:
+                j -= 1
+            if j == 0 or not _word_char(text[j - 1]):
+                count += 1
+        i = text.find("Error", end)  # "Error" cannot overlap itself
+    return count
 
 
 def has_error_marker(text: str) -> bool:
