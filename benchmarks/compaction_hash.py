@@ -4,9 +4,11 @@ The first 25 transcripts of each of the five shared tool-use sets, each cut into
 prefixes (every fifth of its messages), each prefix compacted by one ``Compactor()`` with
 its defaults at 10%, 25% and 50% of its tokens (cl100k over the message text) plus 50; the
 hash covers the messages, the kept / trimmed / stubbed / dropped ids and the archive's
-ids, or the ``BudgetError``'s text. Run it before and after a change: the two lines must
-be the same (1,935 compactions, ``6e28b565...`` on ``main`` at the thirteenth session).
-Not part of the tests::
+ids, or the ``BudgetError``'s text. A second line hashes the default scorer's scores
+(their bytes) on the first 20 transcripts of the same sets and of LoCoMo, each scored
+cold, which a speed change in the scorer must leave bit-identical. Run it before and
+after a change: the lines must be the same (1,935 compactions, ``6e28b565...``, on
+``main`` at the thirteenth session). Not part of the tests::
 
     python benchmarks/compaction_hash.py [--data ../shared/data]
 """
@@ -54,6 +56,23 @@ def compaction_hash(data: Path, per_set: int = 25) -> tuple[int, str]:
     return n, digest.hexdigest()
 
 
+def score_hash(data: Path, per_set: int = 20) -> tuple[int, str]:
+    """``(transcripts, sha256)`` of the default scorer's scores, each transcript scored cold."""
+    import numpy as np
+
+    from salience import default_scorer
+
+    scorer = default_scorer()
+    digest = hashlib.sha256()
+    n = 0
+    for name in (*SETS, "locomo"):
+        for transcript in load_transcripts(data / name)[:per_set]:
+            scorer.features_.clear_cache()
+            digest.update(np.ascontiguousarray(scorer.score(transcript), dtype=np.float64).tobytes())
+            n += 1
+    return n, digest.hexdigest()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -63,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"data sets not found under {args.data}: {', '.join(missing)} (use --data)")
     n, hexdigest = compaction_hash(args.data)
     print(n, hexdigest)
+    if (args.data / "locomo").exists():
+        n, hexdigest = score_hash(args.data)
+        print("scores", n, hexdigest)
     return 0
 
 
