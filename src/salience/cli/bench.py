@@ -244,8 +244,8 @@ def _independent(transcripts: Any, scorer: Any, name: str, budgets: tuple[float,
                  max_steps: int | None, progress: Any) -> Any:
     """Issue #14's benchmark on ``transcripts``: ``scorer`` in a ``Compactor`` with its
     defaults, beside the message baselines (:func:`salience.bench.independent.evaluate`)."""
-    from salience.selector.compactor import Compactor
     from salience.bench.independent import baseline_selectors, compactor_selector, evaluate
+    from salience.selector.compactor import Compactor
 
     selectors = {name: compactor_selector(Compactor(scorer=scorer)), **baseline_selectors()}
     return evaluate(transcripts, selectors, budgets or (0.10, 0.25), max_steps=max_steps, reference="window",
