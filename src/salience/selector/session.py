@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from salience.errors import SalienceError
+from salience.errors import BudgetError, SalienceError
 from salience.messages.dispatch import (
     MessageCache,
     copy_json,
@@ -324,7 +324,12 @@ class CompactionSession:
                     lo = mid
                 else:
                     hi = mid - 1
-            choices, method, over = run.solve(prob, goal, fixed_prefix(lo))
+            try:
+                choices, method, over = run.solve(prob, goal, fixed_prefix(lo))
+            except BudgetError:
+                if not fixed:
+                    raise
+                break  # the settled decisions leave no valid answer (every entry dropped): start over
             result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
                                   method=f"session-{method}", over_budget=over, fixed=fixed)
             self._settle(run, choices, result)
