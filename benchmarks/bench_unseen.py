@@ -12,7 +12,10 @@ benchmark, which does not change the model) and evaluated on the set left out:
   trained on every set, so this row is not unseen;
 * the baselines of :mod:`salience.bench.independent`, each running as itself: the
   sliding window, value-stub masking, keep-last-10 observation masking, keep-last-3
-  tool results.
+  tool results; and ``window_billed``, the sliding window charged what the compactor
+  charges (3 tokens a message and 3 a call beside the text), so that salience's default
+  row can be compared with a window in its own unit as well as in the benchmark's (the
+  ``salience, text tokens`` row).
 
 Budgets are the system prompt plus 10% and 25% of the other tokens (``--fractions``).
 Figures (:func:`salience.bench.independent.evaluate`): the independent reference
@@ -24,7 +27,8 @@ under ``benchmarks/out/lodo/``, keyed by a hash of the training files, the score
 and training sources and the training parameters (``--retrain`` forces a new one).
 
 Prints a table per held-out domain, one per figure across domains with the mean and
-the worst, and salience minus the window per domain; for the reference recalls
+the worst, and salience minus the window per domain (three ways: salience − window,
+salience counting text tokens − window, salience − the billed window); for the reference recalls
 (independent and ours), each domain's difference carries a 95% paired percentile
 bootstrap interval over transcripts (:func:`salience.bench.independent.paired_bootstrap`:
 2,000 resamples of the held-out transcripts, seed 0; steps within a transcript are not
@@ -88,6 +92,17 @@ SALIENCE = "salience"
 SAME_UNITS = "salience, text tokens"
 DEFAULT = "default (in-domain)"
 WINDOW = "window"
+#: The same window charged what the compactor charges (the default counter's 3 tokens a
+#: message and 3 a call beside the text): both sides of salience − window in one unit,
+#: as billed; the text-token row does the same in the benchmark's units.
+WINDOW_BILLED = "window_billed"
+#: The differences the tables print: (method, baseline, summary key, label).
+DELTAS: tuple[tuple[str, str, str, str], ...] = (
+    (SALIENCE, WINDOW, "salience_minus_window", f"{SALIENCE} − window"),
+    (SAME_UNITS, WINDOW, "salience_text_minus_window", f"{SAME_UNITS} − window"),
+    (SALIENCE, WINDOW_BILLED, "salience_minus_billed_window", f"{SALIENCE} − window, billed"),
+)
+LABELS = {name: label for _, _, name, label in DELTAS}
 #: Issue #14's target: salience above the window by this much in every held-out domain.
 TARGET = 0.10
 #: The paired bootstrap of salience − window, over transcripts.
@@ -95,7 +110,8 @@ BOOTSTRAP: Mapping[str, Any] = {"confidence": 0.95, "resamples": 2000, "seed": 0
 #: The figures whose differences get an interval, and the definition each counts.
 INTERVALS = {"independent_micro": "independent", "ours_micro": "ours"}
 
-console = Console(width=220)  # the delta tables carry an interval per domain
+console = Console(width=220)
+  # the delta tables carry an interval per domain
 
 
 def note(text: str) -> None:
@@ -253,19 +269,20 @@ def _by_method(report: Mapping[str, Any]) -> dict[str, dict[float, Mapping[str, 
     return out
 
 
-def interval(report: Mapping[str, Any], method: str, fraction: float, definition: str) -> dict[str, Any] | None:
-    """``method`` − the window's micro recall under ``definition`` in one domain's report, with
-    its paired bootstrap interval over transcripts (``PairedDifference.to_dict()``); ``None``
-    where the report has no per-transcript counts or no transcript with references."""
+def interval(report: Mapping[str, Any], method: str, fraction: float, definition: str,
+             baseline: str = WINDOW) -> dict[str, Any] | None:
+    """``method`` − ``baseline``'s (the window's) micro recall under ``definition`` in one domain's
+    report, with its paired bootstrap interval over transcripts (``PairedDifference.to_dict()``);
+    ``None`` where the report has no per-transcript counts or no transcript with references."""
     by = _by_method(report)
-    if method not in by or WINDOW not in by:
+    if method not in by or baseline not in by:
         return None
-    a, b = by[method][fraction].get("by_transcript"), by[WINDOW][fraction].get("by_transcript")
+    a, b = by[method][fraction].get("by_transcript"), by[baseline][fraction].get("by_transcript")
     if a is None or b is None:
         return None
     a, b = a[definition], b[definition]
     if a["refs"] != b["refs"]:
-        raise ValueError(f"{method} and {WINDOW} were not scored on the same references")
+        raise ValueError(f"{method} and {baseline} were not scored on the same references")
     d = paired_bootstrap(a["seen"], b["seen"], a["refs"], **BOOTSTRAP)
     return d.to_dict() if d.transcripts else None
 
@@ -291,19 +308,19 @@ def summarise(reports: Mapping[str, Mapping[str, Any]], fractions: Sequence[floa
                                  "worst": _json(worst),
                                  "worst_domain": next((d for d, v in values.items() if v == worst), None)}
             fig[method] = per_f
-        for method, name in ((SALIENCE, "salience_minus_window"), (SAME_UNITS, "salience_text_minus_window")):
-            if key in COUNTS or method not in fig or WINDOW not in fig:
+        for method, baseline, name, _ in DELTAS:
+            if key in COUNTS or method not in fig or baseline not in fig:
                 continue
             delta: dict[str, Any] = {}
             for f in fractions:
-                s, w = fig[method][str(f)]["domains"], fig[WINDOW][str(f)]["domains"]
+                s, w = fig[method][str(f)]["domains"], fig[baseline][str(f)]["domains"]
                 diffs = {d: s[d] - w[d] for d in s if s[d] is not None and w.get(d) is not None}
                 delta[str(f)] = {"domains": diffs,
                                  "mean": sum(diffs.values()) / len(diffs) if diffs else None,
                                  "worst": min(diffs.values()) if diffs else None,
                                  "worst_domain": min(diffs, key=lambda d: diffs[d]) if diffs else None}
                 if key in INTERVALS:
-                    cis = {d: interval(reports[d], method, f, INTERVALS[key]) for d in diffs}
+                    cis = {d: interval(reports[d], method, f, INTERVALS[key], baseline) for d in diffs}
                     lows = {d: ci["low"] for d, ci in cis.items() if ci is not None and ci["low"] is not None}
                     delta[str(f)].update(
                         ci=cis, ci_domains=len(lows),
@@ -351,13 +368,12 @@ def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Seq
         return "-" if v is None else f"{v:+.3f}"
 
     for method, per_f in fig.items():
-        delta = method in ("salience_minus_window", "salience_text_minus_window")
+        delta = method in LABELS
         show = signed if delta else fmt
         row = [" / ".join(show(per_f[str(f)]["domains"].get(d)) for f in fractions) for d in domains]
         row.append(" / ".join(show(per_f[str(f)]["mean"]) for f in fractions))
         row.append(" / ".join(show(per_f[str(f)]["worst"]) for f in fractions))
-        label = {"salience_minus_window": f"{SALIENCE} − window",
-                 "salience_text_minus_window": f"{SAME_UNITS} − window"}.get(method, method)
+        label = LABELS.get(method, method)
         table.add_row(label, *row, style="bold" if method in (SALIENCE, SAME_UNITS) or delta else None)
         for f in fractions if delta else ():
             ci_row = ci_cells(per_f[str(f)], domains)
@@ -418,12 +434,12 @@ def ci_notes(summary: Mapping[str, Any], fractions: Sequence[float]) -> list[str
     above 0 and above the target."""
     lines = []
     for key, definition in INTERVALS.items():
-        for name, label in (("salience_minus_window", SALIENCE), ("salience_text_minus_window", SAME_UNITS)):
+        for _, _, name, label in DELTAS:
             for f in fractions:
                 delta = summary.get(key, {}).get(name, {}).get(str(f))
                 if not delta or "ci" not in delta:
                     continue
-                lines.append(f"{label} − window, {definition}, at {pct(f)}: {BOOTSTRAP['confidence']:.0%} lower "
+                lines.append(f"{label}, {definition}, at {pct(f)}: {BOOTSTRAP['confidence']:.0%} lower "
                              f"bound above 0 in {len(delta['lower_above_0'])} of {delta['ci_domains']} domains "
                              f"({', '.join(delta['lower_above_0']) or 'none'}), above +{TARGET:.2f} in "
                              f"{len(delta['lower_above_target'])} ({', '.join(delta['lower_above_target']) or 'none'})")
@@ -524,7 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bundled is not None:
             selectors[DEFAULT] = compactor_selector(Compactor(scorer=bundled))
         baselines = baseline_selectors()
-        selectors[WINDOW] = baselines.pop("window")
+        selectors[WINDOW] = baselines.pop(WINDOW)
+        selectors[WINDOW_BILLED] = baselines.pop(WINDOW_BILLED)
         selectors.update(baselines)
         t0 = time.perf_counter()
         report = evaluate(transcripts, selectors, args.fractions, max_steps=max_steps, reference=WINDOW,
@@ -573,9 +590,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "methods": {SALIENCE: "Compactor(scorer=<trained without the held-out set>), no other parameter",
                     SAME_UNITS: "the same, with counter=TokenCounter(message_overhead=0, call_overhead=0): the "
                                 "budget counted in text tokens, the benchmark's units (the default counter adds "
-                                "4 tokens per message and 3 per call that the baselines are not charged)",
+                                "3 tokens per message and 3 per call that the baselines are not charged)",
                     DEFAULT: "Compactor(scorer=default_scorer()): trained on every set, so in-domain",
-                    **{m: "baseline, salience.bench.independent" for m in baseline_selectors()}},
+                    **{m: "baseline, salience.bench.independent" for m in baseline_selectors()},
+                    WINDOW_BILLED: "the sliding window charged as billed (3 tokens a message and 3 a call beside "
+                                   "the text, what the compactor counts): salience − window, billed compares "
+                                   "both in one unit"},
         "training": {d: {k: v for k, v in infos[d].items()} for d in args.domains},
         "bootstrap": {**BOOTSTRAP, "method": "percentile, paired", "unit": "transcript", "target": TARGET},
         "tracked": tracked, "timings": timings, "domains": reports, "summary": summary, "ceilings": ceils,
@@ -583,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for domain_report in reports.values():  # the counts behind the intervals; the others' would only weigh
         for r in domain_report["results"]:
-            if r["method"] not in (SALIENCE, SAME_UNITS, DEFAULT, WINDOW):
+            if r["method"] not in (SALIENCE, SAME_UNITS, DEFAULT, WINDOW, WINDOW_BILLED):
                 r.pop("by_transcript", None)
     args.out.write_text(one_line_lists(json.dumps(out, indent=1, default=str)) + "\n", encoding="utf-8")
     note(f"wrote {args.out}")

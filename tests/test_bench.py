@@ -594,11 +594,12 @@ def test_cli_bench_independent_kind_reports_the_message_baselines_as_evaluate_do
     assert code == 0, out
     assert "recall by the independent definition" in out and "value_stubs" in out
     assert "keyword − window, independent, 25%:" in out and "paired bootstrap over 2 transcripts" in out
+    assert "keyword − window, billed, independent, 25%:" in out
     data = json.loads((tmp_path / "b.json").read_text())
     assert "curves" not in data and data["scorer"] == "keyword"
     results = data["independent"]["results"]
-    assert {r["method"] for r in results} == {"keyword", "window", "observation_masking", "last3_tool_results",
-                                              "value_stubs"}
+    assert {r["method"] for r in results} == {"keyword", "window", "window_billed", "observation_masking",
+                                              "last3_tool_results", "value_stubs"}
     # the same figures as evaluate() on the same selectors: the CLI adds nothing of its own
     expected = evaluate([agent, agent.replace(id="agent2")], {
         "keyword": compactor_selector(Compactor(scorer=KeywordScorer())), **baseline_selectors()}, (0.25, 0.5))

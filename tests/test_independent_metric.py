@@ -242,6 +242,25 @@ def test_window_is_contiguous_from_the_end_and_drops_an_orphan_result() -> None:
     assert [m["id"] for m in out] == ["m0", "m4", "m5", "m6", "m7"]
 
 
+def test_billed_window_charges_each_message_and_call_what_the_compactor_does() -> None:
+    from salience import TokenCounter
+
+    counter = TokenCounter(words)  # 3 a message and 3 a call beside the words, the defaults
+    messages = _ids(LONG)
+    # the same messages with those tokens written out: the text window over them is the billed one
+    padded = [{**m, "content": (m.get("content") or "") + " x" * (3 + 3 * len(m.get("tool_calls") or []))}
+              for m in messages]
+    total = sum(words(message_text(m)) for m in padded)
+    picked = set()
+    for budget in range(1, total + 2):
+        billed = [m["id"] for m in sliding_window(messages, budget, counter=counter, billed=True)]
+        assert billed == [m["id"] for m in sliding_window(padded, budget, counter=words)]
+        plain = [m["id"] for m in sliding_window(messages, budget, counter=counter)]
+        assert set(billed) <= set(plain)  # charged more, it never keeps more
+        picked.add(len(billed))
+    assert len(picked) > 3  # the budgets cover several windows
+
+
 def test_window_keeps_the_system_prompt_alone_when_nothing_else_fits() -> None:
     assert sliding_window(LONG, 1, counter=words) == [LONG[0]]
 

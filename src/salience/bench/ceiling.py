@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from salience.bench.references import Message, history_budget, message_text, visible
+from salience.bench.references import Message, history_budget, message_cost, message_text, visible
 from salience.bench.results import Recall
 from salience.errors import ParameterError
-from salience.tokens import CounterLike, TokenCounter, as_counter
+from salience.tokens import CounterLike, as_counter
 
 if TYPE_CHECKING:
     from salience.transcript import Transcript
@@ -62,16 +62,6 @@ VARIANTS: tuple[tuple[str, bool, bool], ...] = (
 )
 #: The definitions of references :func:`ceilings` measures (``evaluate``'s names).
 DEFINITIONS: tuple[str, ...] = ("independent", "ours", "code")
-
-
-def message_cost(message: Message, counter: TokenCounter, billed: bool) -> int:
-    """What ``message`` costs: its text's tokens, plus, if ``billed``, the counter's
-    overhead per message and per tool call."""
-    cost = counter.count(message_text(message))
-    if billed:
-        calls = message.get("tool_calls") or []
-        cost += counter.message_overhead + counter.call_overhead * len(calls)
-    return cost
 
 
 def best_whole_messages(history: Sequence[Message], refs: Iterable[str], budget: int, *,

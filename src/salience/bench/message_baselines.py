@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from salience.bench.references import Message, call_parents, content_text, message_text, messages_tokens
+from salience.bench.references import (
+    Message,
+    call_parents,
+    content_text,
+    message_cost,
+    message_text,
+    messages_tokens,
+)
 from salience.errors import ParameterError
 from salience.tokens import CounterLike, as_counter
 from salience.values import extract_values
@@ -91,9 +98,12 @@ def _window_keep(messages: Sequence[Message], budget: int, costs: Sequence[int])
     return sorted(keep)
 
 
-def sliding_window(messages: Sequence[Message], budget: int, *, counter: CounterLike = None) -> list[Message]:
+def sliding_window(messages: Sequence[Message], budget: int, *, counter: CounterLike = None,
+                   billed: bool = False) -> list[Message]:
     """The plain sliding window: every system message, then whole messages contiguous
-    from the end, as many as fit ``budget`` (by :func:`messages_tokens`).
+    from the end, as many as fit ``budget`` (by :func:`messages_tokens`; with ``billed``,
+    each message also charged the counter's overhead per message and per call, as the
+    compactor counts it: :func:`~salience.bench.references.message_cost`).
 
     Walking back, a tool result brings its call and everything between them, as one
     block; the walk stops at the first block that does not fit. So a result whose
@@ -107,10 +117,12 @@ def sliding_window(messages: Sequence[Message], budget: int, *, counter: Counter
     ...                                                         for i in range(4)]
     >>> [m["content"] for m in sliding_window(msgs, 6, counter=words)]
     ['be brief', 'turn 2', 'turn 3']
+    >>> [m["content"] for m in sliding_window(msgs, 11, counter=words, billed=True)]  # 3 more a message
+    ['be brief', 'turn 3']
     """
     budget = _check_budget("sliding_window", budget)
     tc = as_counter(counter)
-    costs = [tc.count(message_text(m)) for m in messages]
+    costs = [message_cost(m, tc, billed) for m in messages]
     return [messages[i] for i in _window_keep(messages, budget, costs)]
 
 
@@ -194,12 +206,17 @@ def value_stub_masking(messages: Sequence[Message], budget: int, *, max_values: 
 
 
 def baseline_selectors(counter: CounterLike = None) -> dict[str, Selector]:
-    """The four baselines as selectors, by the names the benchmarks print: ``window``,
+    """The baselines as selectors, by the names the benchmarks print: ``window``,
+    ``window_billed`` (the same charged as billed: ``sliding_window(..., billed=True)``, so that
+    a compactor counting a provider's overheads can be compared in its own unit),
     ``observation_masking`` (M = 10), ``last3_tool_results`` and ``value_stubs``."""
     tc = as_counter(counter)
 
     def window(messages: Sequence[Message], budget: int) -> list[Message]:
         return sliding_window(messages, budget, counter=tc)
+
+    def window_billed(messages: Sequence[Message], budget: int) -> list[Message]:
+        return sliding_window(messages, budget, counter=tc, billed=True)
 
     def masking(messages: Sequence[Message], budget: int) -> list[Message]:
         return observation_masking(messages, budget, counter=tc)
@@ -210,7 +227,8 @@ def baseline_selectors(counter: CounterLike = None) -> dict[str, Selector]:
     def stubs(messages: Sequence[Message], budget: int) -> list[Message]:
         return value_stub_masking(messages, budget, counter=tc)
 
-    return {"window": window, "observation_masking": masking, "last3_tool_results": last3, "value_stubs": stubs}
+    return {"window": window, "window_billed": window_billed, "observation_masking": masking,
+            "last3_tool_results": last3, "value_stubs": stubs}
 
 
 def compactor_selector(compactor: Any) -> Selector:

@@ -61,6 +61,7 @@ __all__ = [
     "is_action",
     "is_observation",
     "is_step",
+    "message_cost",
     "message_text",
     "message_tokens",
     "messages_tokens",
@@ -131,6 +132,26 @@ def message_text(message: Message) -> str:
 def message_tokens(message: Message, counter: CounterLike = None) -> int:
     """cl100k tokens (or ``counter``'s) of :func:`message_text`, no overhead added."""
     return as_counter(counter).count(message_text(message))
+
+
+def message_cost(message: Message, counter: CounterLike = None, billed: bool = False) -> int:
+    """What ``message`` costs: the tokens of its :func:`message_text`, plus, if ``billed``,
+    the counter's overhead per message and per tool call (a :class:`~salience.TokenCounter`'s
+    ``message_overhead`` and ``call_overhead``: 3 and 3 for the default, what the
+    compactor counts a provider adds).
+
+    >>> from salience.tokens import TokenCounter
+    >>> words = TokenCounter(lambda text: len(text.split()))
+    >>> call = {"role": "assistant", "content": "let me look",
+    ...         "tool_calls": [{"id": "c", "function": {"name": "find", "arguments": '{"q": 1}'}}]}
+    >>> message_cost(call, words), message_cost(call, words, billed=True)
+    (6, 12)
+    """
+    tc = as_counter(counter)
+    cost = tc.count(message_text(message))
+    if billed:
+        cost += tc.message_overhead + tc.call_overhead * len(message.get("tool_calls") or [])
+    return cost
 
 
 def messages_tokens(messages: Iterable[Message], counter: CounterLike = None) -> int:

@@ -14,10 +14,11 @@ is left out of the baselines beside it. Runs
 (:func:`~salience.training.split.split_transcripts`, the split ``salience train``
 uses). ``independent`` (issue #14) replays the steps that call tools with
 :func:`salience.bench.independent.evaluate`: the scorer in a default ``Compactor``
-beside the message baselines that run as themselves (the sliding window, observation
-masking, keep-last-3 tool results, value-stub masking), recall by the independent
-definition, the user-given values, ours, code support and actions kept, and the scorer
-minus the window with a paired bootstrap interval over transcripts. When the scorer
+beside the message baselines that run as themselves (the sliding window, the same
+charged as billed, observation masking, keep-last-3 tool results, value-stub masking),
+recall by the independent definition, the user-given values, ours, code support and
+actions kept, and the scorer minus the window (and minus the billed window, counted in
+the compactor's own unit) with a paired bootstrap interval over transcripts. When the scorer
 came from a ``models:/`` URI and MLflow tracking is available, the metrics (and the
 plot and JSON, if written) are logged against that model unless ``--no-track``. Bad
 input (an unknown baseline or kind, a bad budget, a missing scorer file) exits 2 with
@@ -111,7 +112,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--kinds", default=",".join([*(k.value for k in BenchKind), INDEPENDENT]), metavar="LIST",
                         help="which figures: some of query, agnostic, reference, independent (the steps that call "
                         "tools, by issue #14's independent definition, against the message baselines: the sliding "
-                        "window, observation masking, keep-last-3, value stubs) (default: all that apply)")
+                        "window, as counted and as billed, observation masking, keep-last-3, value stubs) "
+                        "(default: all that apply)")
     parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES), metavar="LIST",
                         help=f"baselines to compare with, or none (default: {','.join(DEFAULT_BASELINES)}; "
                         f"known: {', '.join(BASELINE_NAMES)})")
@@ -254,15 +256,17 @@ def _independent(transcripts: Any, scorer: Any, name: str, budgets: tuple[float,
 
 def _differences(report: Any, name: str) -> list[str]:
     """``name`` minus the window by each definition and budget, with a 95% paired bootstrap
-    interval over transcripts (too narrow over a few)."""
+    interval over transcripts (too narrow over a few); then minus the window charged as the
+    compactor counts (``window_billed``: both in one unit)."""
     lines = []
-    for definition in ("independent", "ours"):
-        for f in report.fractions:
-            if not getattr(report.result(name, f), definition).refs:
-                continue
-            d = report.difference(name, "window", f, definition)
-            lines.append(f"{name} − window, {definition}, {round(100 * f, 4):g}%: {d} (95% interval, paired bootstrap "
-                         f"over {d.transcripts:,} transcripts)")
+    for baseline, label in (("window", "window"), ("window_billed", "window, billed")):
+        for definition in ("independent", "ours"):
+            for f in report.fractions:
+                if not getattr(report.result(name, f), definition).refs:
+                    continue
+                d = report.difference(name, baseline, f, definition)
+                lines.append(f"{name} − {label}, {definition}, {round(100 * f, 4):g}%: {d} (95% interval, paired "
+                             f"bootstrap over {d.transcripts:,} transcripts)")
     return lines
 
 
