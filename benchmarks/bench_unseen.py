@@ -184,6 +184,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("ours_micro", "ours: salience bench's reference recall (micro)"),
     ("user_given_micro", "user-given values (independent, micro)"),
     ("code_micro", "code support: copied lines and paths visible (micro)"),
+    ("user_turns_micro", "user turns kept whole (share of the history's user messages)"),
     ("actions_kept", "actions kept whole (share of the history's actions)"),
     ("fewer_actions", "steps where fewer actions were kept than by the window"),
     ("budget_errors", "BudgetErrors (selector calls)"),
@@ -231,7 +232,8 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
                           + " / ".join(pct(f) for f in fractions))
     table.add_column("method", no_wrap=True)
     short = {"independent_micro": "indep.", "independent_macro": "indep.\nmacro", "ours_micro": "ours",
-             "user_given_micro": "user-\ngiven", "code_micro": "code\nsupport", "actions_kept": "actions\nkept",
+             "user_given_micro": "user-\ngiven", "code_micro": "code\nsupport", "user_turns_micro": "user\nturns",
+             "actions_kept": "actions\nkept",
              "fewer_actions": "fewer\nactions", "budget_errors": "Budget-\nErrors",
              "budget_errors_fitting": "Budget-\nErrors,\nfloor fits",
              "budget_errors_billed": "Budget-\nErrors,\nfits\nbilled", "empty_fitting": "empty,\nfloor fits",
@@ -252,7 +254,7 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
 
 def _refs(result: Mapping[str, Any], key: str) -> str:
     name = key.rpartition("_")[0]
-    if name in ("independent", "ours", "user_given", "code"):
+    if name in ("independent", "ours", "user_given", "code", "user_turns"):
         r = result[name]
         return f"{r['refs']:,} ({r['steps']:,})"
     if key == "actions_kept":

@@ -150,6 +150,25 @@ def test_a_digest_keeps_the_actions_the_answer_kept() -> None:
     assert seen, "no budget gave a digest"
 
 
+def test_a_digest_keeps_the_user_turns_the_answer_kept() -> None:
+    """What the user said that the plain answer keeps stays, in the same form or a fuller one:
+    a list of values is no stand-in for a request."""
+    messages = history()
+    messages[5:5] = [{"role": "user", "content": "Also keep my window seat and use the same card as last time."}]
+    seen = 0
+    for budget in range(60, 400, 5):
+        plain = Compactor(scorer=Recent(), counter=WORDS, digest=0).compact(messages, budget=budget)
+        result = Compactor(scorer=Recent(), counter=WORDS, digest=0.5).compact(messages, budget=budget)
+        assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+        users = {e.id for e in plain.source.entries if e.role == "user"}
+        if _digest(result) is None or not users & set(plain.kept):
+            continue
+        seen += 1
+        assert users & set(plain.kept) <= set(result.kept), budget
+        assert users & set(plain.trimmed) <= set(result.kept) | set(result.trimmed), budget
+    assert seen, "no budget gave a digest beside a kept user turn"
+
+
 def test_the_solver_gap_is_the_answer_s_own() -> None:
     """A digest solves a second problem; the gap reported is that of the answer returned."""
     seen = set()

@@ -481,6 +481,26 @@ def test_the_runner_is_deterministic_and_compares_actions_with_the_window() -> N
     assert "independent_micro_100pct_window" in first.metrics()
 
 
+def test_user_turns_count_whole_user_messages_and_no_list_of_their_values() -> None:
+    def values_only(messages: Any, budget: int) -> Any:
+        """Each user message replaced by its words one per line: its one-word values visible, no turn whole."""
+        return [{**m, "content": "\n".join(str(m["content"]).split())} if m["role"] == "user" else m
+                for m in messages]
+
+    def no_users(messages: Any, budget: int) -> Any:
+        return [m for m in messages if m["role"] != "user"]
+
+    report = evaluate(_transcripts(), {"all": lambda m, b: list(m), "values_only": values_only, "no_users": no_users},
+                      (1.0,), counter=words, reference=None)
+    everything, listed, none = (report.result(name, 1.0) for name in ("all", "values_only", "no_users"))
+    assert everything.user_turns.seen == everything.user_turns.refs > 0
+    assert listed.user_turns.refs == everything.user_turns.refs and listed.user_turns.seen == 0
+    assert listed.user_given.seen >= everything.user_given.seen - 1 > 0  # its values still seen (not "Mia Li")
+    assert none.user_turns.seen == 0
+    assert everything.to_dict()["user_turns"]["micro"] == 1.0
+    assert report.metrics()["user_turns_kept_100pct_all"] == 1.0
+
+
 def test_the_runner_spreads_at_most_max_steps_per_transcript() -> None:
     report = evaluate(_transcripts(), baseline_selectors(words), counter=words, max_steps=1)
     assert report.steps == 2

@@ -204,6 +204,7 @@ class IndependentReport:
                 "independent_micro": r.independent.micro, "independent_macro": r.independent.macro,
                 "ours_micro": r.ours.micro, "ours_macro": r.ours.macro,
                 "user_given_micro": r.user_given.micro, "code_micro": r.code.micro, "code_macro": r.code.macro,
+                "user_turns_kept": r.user_turns.micro,
                 "actions_kept": r.actions_share, "fewer_actions": float(r.fewer_actions),
                 "budget_errors": float(r.budget_errors), "budget_errors_fitting": float(r.budget_errors_fitting),
                 "over_budget": float(r.over_budget),
@@ -224,6 +225,7 @@ class IndependentReport:
             ("user-given", lambda r: r.user_given.micro, False),
             ("ours", lambda r: r.ours.micro, False),
             ("code", lambda r: r.code.micro, False),
+            ("user turns", lambda r: r.user_turns.micro, False),
             ("actions kept", lambda r: r.actions_share, False),
             ("BudgetErrors", lambda r: float(r.budget_errors), True),
         ]
@@ -270,6 +272,7 @@ class _Plan:
     ours: tuple[str, ...]
     code: CodeStep
     actions: tuple[str, ...]  # the text of each acting message of the history
+    user_turns: tuple[str, ...]  # the text of each user message of the history
     floor: int  # tokens of the system messages and the latest message
     floor_billed: int  # the same as billed (the default counter), with the call a latest result answers
     valid_input: bool
@@ -344,6 +347,7 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: Tok
             history = tuple(messages[:i])
             steps.append(_Plan(transcript=t.id, position=position, index=i, history=history, independent=ind,
                                ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in actions(history)),
+                               user_turns=tuple(texts[j] for j in range(i) if messages[j].get("role") == "user"),
                                floor=_floor(history, counter), floor_billed=_floor_billed(t, i),
                                valid_input=not tool_pairing_errors(history)))
         yield steps
@@ -368,10 +372,10 @@ class _Acc:
     __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_billed",
                  "budget_errors_fitting", "calls",
                  "code", "empty_fitting", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds",
-                 "user", "by_transcript")
+                 "user", "user_turns", "by_transcript")
 
     def __init__(self, transcripts: int) -> None:
-        self.independent = self.ours = self.user = self.code = Recall()
+        self.independent = self.ours = self.user = self.code = self.user_turns = Recall()
         #: definition -> [seen per transcript, refs per transcript]
         self.by_transcript = {d: ([0] * transcripts, [0] * transcripts) for d in ("independent", "ours")}
         self.actions_kept = self.actions_total = self.action_steps = self.fewer = 0
@@ -381,7 +385,8 @@ class _Acc:
 
     def result(self, method: str, fraction: float) -> MethodResult:
         return MethodResult(method=method, fraction=fraction, independent=self.independent, ours=self.ours,
-                            user_given=self.user, code=self.code, actions_kept=self.actions_kept,
+                            user_given=self.user, code=self.code, user_turns=self.user_turns,
+                            actions_kept=self.actions_kept,
                             actions_total=self.actions_total, action_steps=self.action_steps,
                             fewer_actions=self.fewer, calls=self.calls, budget_errors=self.budget_errors,
                             fitting=self.fitting, budget_errors_fitting=self.budget_errors_fitting,
@@ -494,6 +499,9 @@ def evaluate(
                     code = step.code.refs
                     if code:
                         a.code = a.code.add(sum(r in text for r in code), len(code))
+                    if step.user_turns:
+                        a.user_turns = a.user_turns.add(sum(t in text for t in step.user_turns),
+                                                        len(step.user_turns))
                     if step.actions:
                         kept = sum(t in text for t in step.actions)
                         a.actions_kept += kept

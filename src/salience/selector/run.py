@@ -434,7 +434,9 @@ class Run:
         (:meth:`recurring`: a session token, a user id, what the next call most likely passes
         again), under their newest archived holder, then best score first. The agent's
         actions that ``choices`` keeps (its state-changing calls, its code actions whole)
-        are kept in the new solve too; its read calls may go, their values listed. The digest is taken only if the whole
+        are kept in the new solve too, and so are the user turns it keeps, each in its form (a
+        list of values is no stand-in for what the user asked); its read calls may go, their
+        values listed. The digest is taken only if the whole
         answer is then worth more, each value it lists being worth its entry's score
         times :data:`DIGEST_WEIGHT`, shared over the entry's values, and each recurring
         value :data:`RECURRING_WORTH` times :data:`DIGEST_WEIGHT` more. Only where the
@@ -460,6 +462,12 @@ class Run:
         allowed = prob.allowed.copy()
         allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
         allowed[self.code_actions() & (choices == _FULL)] = WHOLE_ONLY
+        # Nor what the user said: a user turn it keeps stays in its form (values are no stand-in for a
+        # request; held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md).
+        users = np.fromiter((e.role == "user" for e in self.source.entries), dtype=bool, count=self.n)
+        allowed[users & (choices == _FULL)] = WHOLE_ONLY
+        trimmed = users & (choices == _TRIM)
+        allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
         # Never more than the cheapest answer leaves, beyond which the solve below has no answer
         # (held out, 10%: airline +0.210 -> +0.215, SWE-agent +0.273 -> +0.364, others unchanged).
         reserve = min(reserve, budget - int(math.ceil(self.min_cost(allowed, prob.costs))))
