@@ -347,7 +347,8 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: Tok
             history = tuple(messages[:i])
             steps.append(_Plan(transcript=t.id, position=position, index=i, history=history, independent=ind,
                                ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in actions(history)),
-                               user_turns=tuple(texts[j] for j in range(i) if messages[j].get("role") == "user"),
+                               user_turns=tuple(texts[j] for j in range(i)  # an empty one is no turn to keep
+                                                if messages[j].get("role") == "user" and texts[j]),
                                floor=_floor(history, counter), floor_billed=_floor_billed(t, i),
                                valid_input=not tool_pairing_errors(history)))
         yield steps
