@@ -110,8 +110,7 @@ BOOTSTRAP: Mapping[str, Any] = {"confidence": 0.95, "resamples": 2000, "seed": 0
 #: The figures whose differences get an interval, and the definition each counts.
 INTERVALS = {"independent_micro": "independent", "ours_micro": "ours"}
 
-console = Console(width=220)
-  # the delta tables carry an interval per domain
+console = Console(width=220)  # the delta tables carry an interval per domain
 
 
 def note(text: str) -> None:

@@ -2,9 +2,10 @@
 on an OpenAI message list and within budget by the same count
 (:func:`~salience.bench.references.messages_tokens`), or counted as over.
 
-The four: :func:`sliding_window`, :func:`observation_masking` (keep the last 10 tool
-results), :func:`keep_last_tool_results` (the last 3) and :func:`value_stub_masking`.
-:func:`baseline_selectors` gives them by name; :func:`compactor_selector` wraps a
+The four: :func:`sliding_window` (also charged as billed, ``billed=True``: the counter's
+overhead per message and call, as the compactor counts), :func:`observation_masking` (keep
+the last 10 tool results), :func:`keep_last_tool_results` (the last 3) and
+:func:`value_stub_masking`. :func:`baseline_selectors` gives them by name; :func:`compactor_selector` wraps a
 :class:`~salience.Compactor`.
 
 :mod:`salience.bench.independent` re-exports every public name here.
