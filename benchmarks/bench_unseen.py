@@ -184,6 +184,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("user_given_micro", "user-given values (independent, micro)"),
     ("code_micro", "code support: copied lines and paths visible (micro)"),
     ("user_turns_micro", "user turns kept whole (share of the history's user messages)"),
+    ("assistant_words_micro", "the assistant's own words kept whole (its plain messages, not its actions)"),
     ("actions_kept", "actions kept whole (share of the history's actions)"),
     ("fewer_actions", "steps where fewer actions were kept than by the window"),
     ("budget_errors", "BudgetErrors (selector calls)"),
@@ -232,6 +233,7 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
     table.add_column("method", no_wrap=True)
     short = {"independent_micro": "indep.", "independent_macro": "indep.\nmacro", "ours_micro": "ours",
              "user_given_micro": "user-\ngiven", "code_micro": "code\nsupport", "user_turns_micro": "user\nturns",
+             "assistant_words_micro": "assist.\nwords",
              "actions_kept": "actions\nkept",
              "fewer_actions": "fewer\nactions", "budget_errors": "Budget-\nErrors",
              "budget_errors_fitting": "Budget-\nErrors,\nfloor fits",
@@ -253,7 +255,7 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
 
 def _refs(result: Mapping[str, Any], key: str) -> str:
     name = key.rpartition("_")[0]
-    if name in ("independent", "ours", "user_given", "code", "user_turns"):
+    if name in ("independent", "ours", "user_given", "code", "user_turns", "assistant_words"):
         r = result[name]
         return f"{r['refs']:,} ({r['steps']:,})"
     if key == "actions_kept":

@@ -501,6 +501,24 @@ def test_user_turns_count_whole_user_messages_and_no_list_of_their_values() -> N
     assert report.metrics()["user_turns_kept_100pct_all"] == 1.0
 
 
+def test_assistant_words_count_its_plain_messages_whole_and_not_its_actions() -> None:
+    def no_plain_text(messages: Any, budget: int) -> Any:
+        return [m for m in messages if m["role"] != "assistant" or is_action(m)]
+
+    def half_of_each(messages: Any, budget: int) -> Any:
+        return [{**m, "content": str(m["content"])[: len(str(m["content"])) // 2]}
+                if m["role"] == "assistant" and not is_action(m) else m for m in messages]
+
+    report = evaluate(_transcripts(), {"all": lambda m, b: list(m), "no_plain_text": no_plain_text,
+                                       "half_of_each": half_of_each}, (1.0,), counter=words, reference=None)
+    everything, dropped, halved = (report.result(name, 1.0) for name in ("all", "no_plain_text", "half_of_each"))
+    assert everything.assistant_words.seen == everything.assistant_words.refs > 0
+    assert dropped.assistant_words.seen == halved.assistant_words.seen == 0
+    assert dropped.assistant_words.refs == everything.assistant_words.refs
+    assert dropped.actions_kept == everything.actions_kept > 0  # its actions are another figure
+    assert report.metrics()["assistant_words_kept_100pct_all"] == 1.0
+
+
 def test_the_runner_spreads_at_most_max_steps_per_transcript() -> None:
     report = evaluate(_transcripts(), baseline_selectors(words), counter=words, max_steps=1)
     assert report.steps == 2

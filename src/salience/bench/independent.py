@@ -204,7 +204,7 @@ class IndependentReport:
                 "independent_micro": r.independent.micro, "independent_macro": r.independent.macro,
                 "ours_micro": r.ours.micro, "ours_macro": r.ours.macro,
                 "user_given_micro": r.user_given.micro, "code_micro": r.code.micro, "code_macro": r.code.macro,
-                "user_turns_kept": r.user_turns.micro,
+                "user_turns_kept": r.user_turns.micro, "assistant_words_kept": r.assistant_words.micro,
                 "actions_kept": r.actions_share, "fewer_actions": float(r.fewer_actions),
                 "budget_errors": float(r.budget_errors), "budget_errors_fitting": float(r.budget_errors_fitting),
                 "over_budget": float(r.over_budget),
@@ -226,6 +226,7 @@ class IndependentReport:
             ("ours", lambda r: r.ours.micro, False),
             ("code", lambda r: r.code.micro, False),
             ("user turns", lambda r: r.user_turns.micro, False),
+            ("assistant's words", lambda r: r.assistant_words.micro, False),
             ("actions kept", lambda r: r.actions_share, False),
             ("BudgetErrors", lambda r: float(r.budget_errors), True),
         ]
@@ -273,6 +274,7 @@ class _Plan:
     code: CodeStep
     actions: tuple[str, ...]  # the text of each acting message of the history
     user_turns: tuple[str, ...]  # the text of each user message of the history
+    assistant_words: tuple[str, ...]  # the text of each plain assistant message (not an action) of the history
     floor: int  # tokens of the system messages and the latest message
     floor_billed: int  # the same as billed (the default counter), with the call a latest result answers
     valid_input: bool
@@ -349,6 +351,9 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: Tok
                                ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in actions(history)),
                                user_turns=tuple(texts[j] for j in range(i)  # an empty one is no turn to keep
                                                 if messages[j].get("role") == "user" and texts[j]),
+                               assistant_words=tuple(texts[j] for j in range(i) if texts[j]
+                                                     and messages[j].get("role") == "assistant"
+                                                     and not is_action(messages[j])),
                                floor=_floor(history, counter), floor_billed=_floor_billed(t, i),
                                valid_input=not tool_pairing_errors(history)))
         yield steps
@@ -373,10 +378,10 @@ class _Acc:
     __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_billed",
                  "budget_errors_fitting", "calls",
                  "code", "empty_fitting", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds",
-                 "user", "user_turns", "by_transcript")
+                 "user", "user_turns", "assistant_words", "by_transcript")
 
     def __init__(self, transcripts: int) -> None:
-        self.independent = self.ours = self.user = self.code = self.user_turns = Recall()
+        self.independent = self.ours = self.user = self.code = self.user_turns = self.assistant_words = Recall()
         #: definition -> [seen per transcript, refs per transcript]
         self.by_transcript = {d: ([0] * transcripts, [0] * transcripts) for d in ("independent", "ours")}
         self.actions_kept = self.actions_total = self.action_steps = self.fewer = 0
@@ -387,6 +392,7 @@ class _Acc:
     def result(self, method: str, fraction: float) -> MethodResult:
         return MethodResult(method=method, fraction=fraction, independent=self.independent, ours=self.ours,
                             user_given=self.user, code=self.code, user_turns=self.user_turns,
+                            assistant_words=self.assistant_words,
                             actions_kept=self.actions_kept,
                             actions_total=self.actions_total, action_steps=self.action_steps,
                             fewer_actions=self.fewer, calls=self.calls, budget_errors=self.budget_errors,
@@ -503,6 +509,9 @@ def evaluate(
                     if step.user_turns:
                         a.user_turns = a.user_turns.add(sum(t in text for t in step.user_turns),
                                                         len(step.user_turns))
+                    if step.assistant_words:
+                        a.assistant_words = a.assistant_words.add(sum(t in text for t in step.assistant_words),
+                                                                  len(step.assistant_words))
                     if step.actions:
                         kept = sum(t in text for t in step.actions)
                         a.actions_kept += kept

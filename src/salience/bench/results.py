@@ -148,7 +148,9 @@ class MethodResult:
 
     ``independent``, ``ours``, ``user_given`` and ``code`` are :class:`Recall`\\ s, and so is
     ``user_turns``: of the history's user messages, those whose whole text is still visible
-    (what the user asked, not only the values it gave: a list of values is no credit here);
+    (what the user asked, not only the values it gave: a list of values is no credit here),
+    and ``assistant_words``: of the assistant's own plain messages (neither a call nor a code
+    action: what it told the user, asked or concluded), those still whole;
     ``actions_kept`` / ``actions_total`` pool the history actions still whole over
     ``action_steps`` steps, and ``fewer_actions`` counts the steps where this method
     kept fewer whole actions than the reference method (the window). ``calls`` is how
@@ -173,6 +175,7 @@ class MethodResult:
     user_given: Recall = field(default_factory=Recall)
     code: Recall = field(default_factory=Recall)
     user_turns: Recall = field(default_factory=Recall)
+    assistant_words: Recall = field(default_factory=Recall)
     actions_kept: int = 0
     actions_total: int = 0
     action_steps: int = 0
@@ -198,7 +201,7 @@ class MethodResult:
             "method": self.method, "fraction": self.fraction,
             "independent": self.independent.to_dict(), "ours": self.ours.to_dict(),
             "user_given": self.user_given.to_dict(), "code": self.code.to_dict(),
-            "user_turns": self.user_turns.to_dict(),
+            "user_turns": self.user_turns.to_dict(), "assistant_words": self.assistant_words.to_dict(),
             "actions": {"kept": self.actions_kept, "total": self.actions_total,
                         "share": json_float(self.actions_share), "steps": self.action_steps,
                         "fewer_than_reference": self.fewer_actions},
