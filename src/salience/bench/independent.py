@@ -344,16 +344,18 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: Tok
             code = code_references(messages, i, texts[:i])
             if ind.refs or code.refs or i in ours:
                 candidates.append((i, ind, code))
+        # per message, once: an acting one, a user turn, the assistant's plain words (empty text is none)
+        acting = actions(messages)
+        users = [j for j, m in enumerate(messages) if m.get("role") == "user" and texts[j]]
+        acts = set(acting)
+        words = [j for j, m in enumerate(messages) if m.get("role") == "assistant" and texts[j] and j not in acts]
         steps = []
         for i, ind, code in _spread(candidates, max_steps):
             history = tuple(messages[:i])
             steps.append(_Plan(transcript=t.id, position=position, index=i, history=history, independent=ind,
-                               ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in actions(history)),
-                               user_turns=tuple(texts[j] for j in range(i)  # an empty one is no turn to keep
-                                                if messages[j].get("role") == "user" and texts[j]),
-                               assistant_words=tuple(texts[j] for j in range(i) if texts[j]
-                                                     and messages[j].get("role") == "assistant"
-                                                     and not is_action(messages[j])),
+                               ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in acting if j < i),
+                               user_turns=tuple(texts[j] for j in users if j < i),
+                               assistant_words=tuple(texts[j] for j in words if j < i),
                                floor=_floor(history, counter), floor_billed=_floor_billed(t, i),
                                valid_input=not tool_pairing_errors(history)))
         yield steps

@@ -198,8 +198,8 @@ class Rows:
     lists are not to be changed (the arrays are read-only): the next transcript's rows
     share them for its first entries."""
 
-    __slots__ = ("_arrays", "_base", "_calls", "_code", "_edits", "_passed", "_system", "entries", "full", "full_cost",
-                 "ids", "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
+    __slots__ = ("_arrays", "_base", "_calls", "_code", "_edits", "_passed", "_system", "_users", "entries", "full",
+                 "full_cost", "ids", "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
 
     def __init__(self) -> None:
         self.entries: tuple[Entry, ...] = ()
@@ -218,6 +218,7 @@ class Rows:
         self._arrays: tuple[list[list[Entry | None]], np.ndarray, np.ndarray, np.ndarray] | None = None
         self._base: tuple[Rows, int] | None = None
         self._system: np.ndarray | None = None
+        self._users: np.ndarray | None = None
         self._code: np.ndarray | None = None
         self._calls: np.ndarray | None = None
         self._edits: tuple[dict[str, Any], np.ndarray] | None = None
@@ -284,6 +285,12 @@ class Rows:
         if self._system is None:
             self._system = self._flags("_system", lambda e: e.role == "system")
         return self._system
+
+    def users(self) -> np.ndarray:
+        """User entries."""
+        if self._users is None:
+            self._users = self._flags("_users", lambda e: e.role == "user")
+        return self._users
 
     def code(self) -> np.ndarray:
         """Assistant entries without tool calls that act in their text (:data:`ACTION_BLOCK`)."""

@@ -464,7 +464,7 @@ class Run:
         allowed[self.code_actions() & (choices == _FULL)] = WHOLE_ONLY
         # Nor what the user said: a user turn it keeps stays in its form (values are no stand-in for a
         # request; held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md).
-        users = np.fromiter((e.role == "user" for e in self.source.entries), dtype=bool, count=self.n)
+        users = self.rows.users()
         allowed[users & (choices == _FULL)] = WHOLE_ONLY
         trimmed = users & (choices == _TRIM)
         allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
