@@ -192,7 +192,7 @@ def total_tokens(messages: Any, **kw: Any) -> int:
     return make().compact(messages, budget=10**9, **kw).tokens
 
 
-STUB_RE = re.compile(r"^\[salience: archived (\S+) \((?:(\S+), )?(\d+) tokens\)(?:: (.+))?\]$")
+STUB_RE = re.compile(r"^\[salience: archived (\S+) \((\d+) tokens\)(?:: (.+))?\]$")
 
 
 # -- basics -----------------------------------------------------------------------------------
@@ -243,14 +243,17 @@ def test_stub_and_trim_renderings() -> None:
         content = by_id[x].content
         m = STUB_RE.match(content)
         assert m, content
-        eid, tool, tokens, values = m.groups()
+        eid, tokens, values = m.groups()
         assert eid == x and marker_ids(content) == [x]
         original = result.archive[x]
         assert int(tokens) == COUNTER.count_entry(original)
-        if original.role == "tool":
-            assert tool == {"m3": "get_reservation_details", "m4": "get_user_details", "m8": "search_direct_flight"}[x]
         p = result.source.parents()[int(x[1:])]
         parent = result.source.entries[p] if p >= 0 else None
+        if original.role == "tool":  # the stub names no tool: the call kept beside it does
+            assert parent is not None
+            named = [c.name for c in by_id[parent.id].tool_calls if c.id == original.tool_call_id]
+            tools = {"m3": "get_reservation_details", "m4": "get_user_details", "m8": "search_direct_flight"}
+            assert named == [tools[x]]
         calls = {v for c in (parent.tool_calls if parent else ()) for v in extract_values(c.arguments)}
         # a result's stub lists its values but those its call (kept beside it) already shows
         assert (values or "").split(", ")[:2] == [v for v in extract_values(original.content) if v not in calls][:2]
@@ -276,7 +279,7 @@ def test_exact_stub_line_for_a_tool_result() -> None:
     assert result.choices["m3"] is Option.STUB
     tokens = COUNTER.count_entry(result.source.entries[3])
     assert result.messages[3]["content"] == (
-        f"[salience: archived m3 (get_reservation_details, {tokens} tokens): res0w0, res0w1, res0w2]"
+        f"[salience: archived m3 ({tokens} tokens): res0w0, res0w1, res0w2]"
     )
     # ZFA04Y and mia_li_3668, the result's first values, are in the calls beside it, which stay
     assert "ZFA04Y" in result.messages[2]["tool_calls"][0]["function"]["arguments"]
@@ -349,7 +352,9 @@ def test_anthropic_stub_is_a_tool_result_block() -> None:
     assert result.choices["m2"] is Option.STUB
     block = result.messages[2]["content"][0]
     assert block["type"] == "tool_result" and block["tool_use_id"] == "t1"
-    assert STUB_RE.match(block["content"]).group(2) == "get_reservation_details"
+    assert STUB_RE.match(block["content"]).group(1) == "m2"
+    # the stub names no tool: the call beside it does
+    assert [b["name"] for b in result.messages[1]["content"] if b.get("id") == "t1"] == ["get_reservation_details"]
     assert result.messages[2]["content"][1] == messages[2]["content"][1]  # the sibling stays as it was
     assert_anthropic_valid(result.messages)
 

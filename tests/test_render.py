@@ -3,12 +3,16 @@ what a stub says and what it costs; the ids :func:`~salience.selector.render.mar
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from salience.selector.render import _snap, marker_ids, quote_value, stub_text, trim_text
 from salience.tokens import TokenCounter
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data"
 
 
 def snap_by_definition(text: str, pos: int, span: int, *, after: bool) -> int:
@@ -34,20 +38,48 @@ def test_snap_follows_its_definition(text: str, pos: int, span: int, after: bool
     assert _snap(text, pos, span, after=after) == snap_by_definition(text, pos, span, after=after)
 
 
-def test_a_stub_names_the_entry_the_tool_and_the_values_and_costs_little() -> None:
+def test_a_stub_names_the_entry_its_size_and_the_values_and_costs_little() -> None:
     counter = TokenCounter()
     values = ["ZFA04Y", "HAT136", "2024-05-20", "mia_li_3668"]
-    stub = stub_text("m12", "tool", tokens=812, tool_name="get_reservation_details", values=values, max_values=3)
-    assert stub == "[salience: archived m12 (get_reservation_details, 812 tokens): ZFA04Y, HAT136, 2024-05-20]"
-    # the line it replaced (45 tokens here) named the role and the restore tool; this one costs 33
+    stub = stub_text("m12", tokens=812, values=values, max_values=3)
+    assert stub == "[salience: archived m12 (812 tokens): ZFA04Y, HAT136, 2024-05-20]"
+    # the line it replaced (45 tokens here) named the role, the tool and the restore tool; the one
+    # after it (33) the tool; this one costs 28: the call kept beside a result's stub names the tool
     old = ("[salience: archived tool result m12 from get_reservation_details (812 tokens); values: ZFA04Y, HAT136, "
            "2024-05-20; restore id m12 via salience_restore]")
-    assert counter.count(stub) <= 0.75 * counter.count(old)
-    # a user turn names no tool; no values, no list
-    assert stub_text("m3", "user", tokens=40, tool_name="ignored") == "[salience: archived m3 (40 tokens)]"
+    assert counter.count(stub) <= 0.65 * counter.count(old)
+    # no values, no list
+    assert stub_text("m3", tokens=40) == "[salience: archived m3 (40 tokens)]"
     # values are one line each, cut to 40 characters
-    long = stub_text("m4", "tool", tokens=9, values=["a\nb   c", "x" * 60])
+    long = stub_text("m4", tokens=9, values=["a\nb   c", "x" * 60])
     assert long == "[salience: archived m4 (9 tokens): a b c, " + "x" * 37 + "...]"
+
+
+def test_a_stubbed_result_s_call_is_kept_beside_it_and_names_the_tool() -> None:
+    """What lets a stub leave the tool's name out: in every compaction of the samples, a stubbed
+    tool result's call is in the output (in some form, with its tool calls), and names the tool."""
+    from salience import BudgetError, Compactor, load_transcripts
+    from salience.scorer.baselines import RecencyScorer
+
+    compactor, counter = Compactor(scorer=RecencyScorer()), TokenCounter()
+    seen = 0
+    for t in load_transcripts(SAMPLES):
+        parents = t.parents()
+        for share in (0.1, 0.25, 0.5):
+            try:
+                result = compactor.compact(t, budget=int(share * sum(counter.count_entries(t.entries))))
+            except BudgetError:
+                continue
+            out = {e.id: e for e in result.messages.entries}
+            for i, e in enumerate(t.entries):
+                if e.role != "tool" or e.id not in result.stubbed:
+                    continue
+                seen += 1
+                call = t.entries[parents[i]]
+                assert call.id in out, (t.id, share, e.id)
+                assert [c.name for c in out[call.id].tool_calls if c.id == e.tool_call_id] == [e.name], (t.id, e.id)
+                assert out[e.id].content.startswith(f"[salience: archived {e.id} ({counter.count_entry(e)} tokens)")
+    assert seen > 0
 
 
 def test_marker_ids_reads_back_what_stubs_and_trims_name() -> None:
@@ -55,7 +87,7 @@ def test_marker_ids_reads_back_what_stubs_and_trims_name() -> None:
     text = "\n".join(f"line {i} of a long log with some words" for i in range(60))
     trimmed = trim_text(text, 40, counter, entry_id="call_7")
     assert trimmed is not None
-    stub = stub_text("m12", "tool", tokens=812, tool_name="search", values=["HAT136 (1)", "x;y"])
+    stub = stub_text("m12", tokens=812, values=["HAT136 (1)", "x;y"])
     assert marker_ids(trimmed) == ["call_7"]
     assert marker_ids(stub) == ["m12"]
     assert marker_ids(f"{stub} and then {trimmed}") == ["m12", "call_7"]

@@ -529,7 +529,6 @@ def test_forms_cost_what_count_entry_counts(trim_keep: Any) -> None:
     form's count_entry, on every entry of the samples (and a form is offered as before: only
     when it costs less than the better ones)."""
     from salience import Compactor
-    from salience.selector.masking import tool_name
     from salience.selector.options import entry_options, work_out
     from salience.tokens import TokenCounter
 
@@ -540,7 +539,7 @@ def test_forms_cost_what_count_entry_counts(trim_keep: Any) -> None:
             entries, parents = t.entries, t.parents()
             for i, e in enumerate(entries):
                 p = parents[i]
-                o = entry_options(cfg, None, e, tool_name(entries, i, p))
+                o = entry_options(cfg, None, e)
                 work_out(cfg, o, entries[p] if p >= 0 else None)
                 if o.trim is not None:
                     trims += 1

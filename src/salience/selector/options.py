@@ -44,12 +44,11 @@ _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsa
 class EntryOptions:
     """One entry's forms and their token counts (what a run needs of it, cached per entry)."""
 
-    __slots__ = ("entry", "name", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost",
+    __slots__ = ("entry", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost",
                  "trim_cover", "stub_cover", "call", "values", "passed")
 
-    def __init__(self, entry: Entry, name: str | None, src_cost: int, full: Entry, full_cost: int) -> None:
+    def __init__(self, entry: Entry, src_cost: int, full: Entry, full_cost: int) -> None:
         self.entry = entry
-        self.name = name  # the tool name the stub quotes
         self.src_cost = src_cost
         self.full = full  # the entry, or its capped form (max_entry_tokens)
         self.full_cost = full_cost
@@ -89,20 +88,20 @@ class OptionsCache:
                 self.config = key
 
 
-def entry_options(cfg: Config, cache: OptionsCache | None, entry: Entry, name: str | None) -> EntryOptions:
+def entry_options(cfg: Config, cache: OptionsCache | None, entry: Entry) -> EntryOptions:
     """``entry``'s :class:`EntryOptions` (its token count and capped form), from ``cache`` when
     it has them; ``cache.check(cfg)`` must have been called."""
     if cache is not None:
         hit: EntryOptions | None = cache.options.get(entry)
-        if hit is not None and hit.name == name:
+        if hit is not None:
             return hit
     counter = cfg.counter
     cost = counter.count_entry(entry)
     capped = cap(cfg, entry, cost)
     if capped is None:
-        opts = EntryOptions(entry, name, cost, entry, cost)
+        opts = EntryOptions(entry, cost, entry, cost)
     else:
-        opts = EntryOptions(entry, name, cost, capped, counter.count_entry(capped))
+        opts = EntryOptions(entry, cost, capped, counter.count_entry(capped))
     if cache is not None:
         cache.options.put(entry, opts)
     return opts
@@ -172,7 +171,7 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
         listed = [v for v in values if v not in shown] if shown else values
         if values:
             o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)
-        stub = stub_text(src.id, src.role, tokens=o.src_cost, tool_name=o.name,
+        stub = stub_text(src.id, tokens=o.src_cost,
                          values=listed, max_values=cfg.stub_values)
         c = rest + counter.count(stub)
         best_other = o.trim_cost if o.trim is not None else o.full_cost
@@ -403,7 +402,7 @@ def rows(cfg: Config, cache: OptionsCache | None, source: Transcript) -> Rows:
             units[u] = [*units[u], i]  # a copy: the earlier rows share the list
         name = tool_name(entries, i, p)
         names.append(name)
-        opts.append(entry_options(cfg, cache, entries[i], name))
+        opts.append(entry_options(cfg, cache, entries[i]))
     out.units = units
     out.unit_of = _frozen(np.asarray(unit_of, dtype=np.int64).reshape(n))
     out.names = names

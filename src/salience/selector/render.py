@@ -10,16 +10,17 @@ also lists the values that only the middle held)::
 
     [salience: trimmed 640 tokens (38 lines) from m12; restore id m12 via salience_restore; cut: HAT136]
 
-A stub replaces the whole content with one short line that keeps the entry's id and
-key values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
+A stub replaces the whole content with one short line that keeps the entry's id, its size
+and key values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
 
->>> print(stub_text("m12", "tool", tokens=812, tool_name="get_reservation_details",
-...                 values=["ZFA04Y", "HAT136"]))
-[salience: archived m12 (get_reservation_details, 812 tokens): ZFA04Y, HAT136]
+>>> print(stub_text("m12", tokens=812, values=["ZFA04Y", "HAT136"]))
+[salience: archived m12 (812 tokens): ZFA04Y, HAT136]
 
-A stub is what a budget buys most of, so it says only that much (24 tokens for the stub of a
-flight search with two values; the longer form it replaced, which named the role and the
-restore tool, cost 36, and that budget went to fewer values in sight: issue #14). The restore tool's description
+A stub is what a budget buys most of, so it says only that much. It names no tool: a tool
+result's call is kept beside its stub in every compaction (tool groups stay whole), and the
+call names the tool. (The stub of a flight search with two values cost 24 tokens with the name,
+19 without; the longer form before those, which named the role and the restore tool, cost 36,
+and that budget went to fewer values in sight: issue #14.) The restore tool's description
 (:mod:`salience.selector.restore`) tells a model that the id in a marker is what it passes;
 :func:`marker_ids` reads them back.
 """
@@ -136,25 +137,15 @@ def trim_text(
     return f"{head}{sep_head}{marker}{sep_tail}{tail}"
 
 
-def stub_text(
-    entry_id: str,
-    role: str,
-    *,
-    tokens: int,
-    tool_name: str | None = None,
-    values: Sequence[str] = (),
-    max_values: int = 8,
-) -> str:
-    """The one line that stands for an archived entry (see the module doc): its id, the
-    tool that gave a result, its size, then its values.
+def stub_text(entry_id: str, *, tokens: int, values: Sequence[str] = (), max_values: int = 8) -> str:
+    """The one line that stands for an archived entry (see the module doc): its id, its
+    size, then its values.
 
     ``values`` beyond ``max_values`` are left out; each is cut to 40 characters.
-    ``role`` names the tool only for a tool result (the message keeps its role).
     """
-    source = f"{tool_name}, " if role == "tool" and tool_name else ""
     shown = [quote_value(v) for v in list(values)[: max(0, max_values)]]
     vals = f": {', '.join(shown)}" if shown else ""
-    return f"{MARKER} archived {entry_id} ({source}{tokens} tokens){vals}]"
+    return f"{MARKER} archived {entry_id} ({tokens} tokens){vals}]"
 
 
 def quote_value(value: str) -> str:
@@ -171,7 +162,7 @@ def marker_ids(text: str) -> list[str]:
     """The entry ids that the markers in ``text`` name, in order (a stub's, a trim's):
     what a model passes to :data:`RESTORE_TOOL`.
 
-    >>> marker_ids("[salience: archived m12 (get_reservation, 812 tokens): ZFA04Y]")
+    >>> marker_ids("[salience: archived m12 (812 tokens): ZFA04Y]")
     ['m12']
     >>> marker_ids("head\\n[salience: trimmed 90 tokens (18 lines) from m3; restore id m3 via salience_restore]")
     ['m3']

@@ -1,7 +1,7 @@
 """The restore tool: a tool the model itself calls to get an archived entry back.
 
 Every trimmed or stubbed entry holds a marker that names its id: a stub is one line,
-``[salience: archived m8 (get_reservation, 812 tokens): ZFA04Y, HAT136]``, a trimmed
+``[salience: archived m8 (812 tokens): ZFA04Y, HAT136]``, a trimmed
 entry's cut reads ``[salience: trimmed 640 tokens from m8; restore id m8 via salience_restore]``
 (:func:`salience.selector.render.marker_ids` reads the ids back).
 Give the model the tool's definition in its provider's format, and answer its calls

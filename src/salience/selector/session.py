@@ -29,7 +29,7 @@ from salience.messages.dispatch import (
     to_transcript,
 )
 from salience.selector import knapsack
-from salience.selector.masking import Phase, tool_name
+from salience.selector.masking import Phase
 from salience.selector.options import EntryOptions, entry_options
 from salience.selector.params import Config
 from salience.selector.problem import WHOLE_ONLY
@@ -243,7 +243,7 @@ class CompactionSession:
         late: set[int] = set()  # late results of dropped calls: they go with their calls
         for i in range(k, len(entries)):
             p = parents[i]
-            o = entry_options(cfg, caches.options, entries[i], tool_name(entries, i, p))
+            o = entry_options(cfg, caches.options, entries[i])
             opts.append(o)
             if p in tail.drops:
                 late.add(i)
