@@ -85,7 +85,8 @@ OUT = ROOT / "benchmarks" / "out"
 #: What the README's retraining command sets (salience train's defaults, --no-embeddings).
 TRAIN_PARAMS: Mapping[str, Any] = {"seed": 0, "test_split": 0.25, "cv": 3, "label_mode": "auto", "embeddings": False}
 #: The sources whose change retrains the held-out scorers.
-SOURCES = ("src/salience/scorer", "src/salience/training/train.py", "src/salience/tokens.py")
+SOURCES = ("src/salience/scorer", "src/salience/training/train.py", "src/salience/tokens.py", "src/salience/values.py",
+           "src/salience/tooltypes.py")
 SALIENCE = "salience"
 #: The same Compactor counting the budget in the benchmark's own units (text tokens,
 #: no per-message overhead), as the baselines do.

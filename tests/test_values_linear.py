@@ -24,9 +24,14 @@ from salience.values import call_values, extract_values, value_set
 # The patterns as they were before they were made linear (src/salience/values.py before #15's
 # fix): quadratic on long runs, the reference for what the values are on short texts.
 _Q_IN = r"[^\"'`\s:,{}\[\]]"
+# A single-quoted string, whose quotes are no apostrophes: the opening one follows no letter or
+# digit (but for a string prefix, f'...'), the closing one comes before none.
+_SINGLE = (rf"(?:(?<![A-Za-z0-9])|(?<=(?<![A-Za-z0-9])[bfruBFRU]))'({_Q_IN}[^'\n]{{1,78}}{_Q_IN})'"
+           r"(?![A-Za-z0-9])(?!\s*:)")
 REFERENCE = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in (
     ("email", r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"),
-    ("quoted", rf"\"({_Q_IN}[^\"\n]{{1,78}}{_Q_IN})\"(?!\s*:)|'({_Q_IN}[^'\n]{{1,78}}{_Q_IN})'(?!\s*:)"
+    ("quoted", rf"\"({_Q_IN}[^\"\n]{{1,78}}{_Q_IN})\"(?!\s*:)"
+               rf"|{_SINGLE}"
                rf"|`({_Q_IN}[^`\n]{{1,78}}{_Q_IN})`"),
     ("date", r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"),
     ("path", r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,5}\b"
@@ -104,6 +109,16 @@ def test_the_pinned_values() -> None:
     assert extract_values("see marshmallow/fields.py#L1474") == ["marshmallow/fields.py", "L1474"]
     assert extract_values("2024-01-01-x/y.py") == ["2024-01-01", "-x/y.py"]
     assert extract_values("---abc1 #W123") == ["abc1", "W123"]
+
+
+def test_an_apostrophe_is_no_quote() -> None:
+    """Two apostrophes on a line held a "value" ("t use this account anymore, it"), which stubs and
+    digests listed; quotes still give theirs, after a string prefix too."""
+    assert extract_values("Yeah, I actually don't use this account anymore, it's better to delete it.") == []
+    assert extract_values("Oh shoot, I don't think I'll have the time") == []
+    assert extract_values("It is 'Pay bills', at '2023-03-20 12:00:00'.") == ["Pay bills", "2023-03-20 12:00:00"]
+    assert extract_values("the user's 'premium plan' and Jeff's") == ["premium plan"]
+    assert extract_values("print(f'hello world', b'abc', x='abc_1')") == ["hello world", "abc", "abc_1"]
 
 
 #: The characters that matter to the patterns, and some pieces that make them match.
@@ -188,7 +203,8 @@ def test_arguments_nested_deeper_than_the_json_reader_goes_are_read_as_text() ->
 #: behind, snake case and quoted strings that backtrack.
 WRITTEN = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in (
     ("email", values._EMAIL),
-    ("quoted", rf"\"({_Q_IN}[^\"\n]{{1,78}}{_Q_IN})\"(?!\s*:)|'({_Q_IN}[^'\n]{{1,78}}{_Q_IN})'(?!\s*:)"
+    ("quoted", rf"\"({_Q_IN}[^\"\n]{{1,78}}{_Q_IN})\"(?!\s*:)"
+               rf"|{_SINGLE}"
                rf"|`({_Q_IN}[^`\n]{{1,78}}{_Q_IN})`"),
     ("date", values._DATE),
     ("path", r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"

@@ -52,9 +52,15 @@ _PATH = (
     rf"|\b(?=[\w\-]){_PATH_RUN}[\w\-]++(?:{_PATH_TAIL}|{_EXT_TAIL})"
 )
 _Q_IN = r"[^\"'`\s:,{}\[\]]"
+# A single quote inside a word is an apostrophe, not a quote: "I don't use it anymore, it's
+# gone" holds no value "t use it anymore, it" (which stubs and digests listed). A quote opens
+# after no letter or digit (or after a string prefix such as f'...' or b'...') and closes
+# before none.
+_Q_OPEN = r"(?:(?<![A-Za-z0-9])|(?<=(?<![A-Za-z0-9])[bfruBFRU]))'"
+_Q_CLOSE = r"'(?![A-Za-z0-9])"
 _QUOTED = (
     rf"\"(?={_Q_IN})([^\"\n]{{3,80}}+)(?<={_Q_IN})\"(?!\s*:)"
-    rf"|'(?={_Q_IN})([^'\n]{{3,80}}+)(?<={_Q_IN})'(?!\s*:)"
+    rf"|{_Q_OPEN}(?={_Q_IN})([^'\n]{{3,80}}+)(?<={_Q_IN}){_Q_CLOSE}(?!\s*:)"
     rf"|`(?={_Q_IN})([^`\n]{{3,80}}+)(?<={_Q_IN})`"
 )
 # Identifiers: tokens mixing letters and digits, or snake/kebab case with digits,
