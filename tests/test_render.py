@@ -137,3 +137,31 @@ def test_trim_lists_the_first_cut_values_in_order(max_values: int) -> None:
     got = marker.partition("; cut: ")[2].split(", ") if "; cut: " in marker else []
     assert got == want
     assert len(middle_ids) > 7  # more cut values than any max_values here lists
+
+
+def test_a_user_turn_s_stub_lists_the_handles_it_gave() -> None:
+    """A username or a password is seldom a value (salience.values), and the stub of a user turn
+    that gave them listed nothing; it lists the turn's handles now (a tool result's stub, its values)."""
+    from salience import Compactor
+    from salience.selector.options import entry_options, work_out
+    from salience.transcript import Entry
+
+    cfg = Compactor()._config(1000)
+    text = ("Sure: Justin (justinkool), Virginia (decture) and Michael (mstein), all of them at 10 tomorrow, "
+            "in the big room on the second floor of the office, as usual for our weekly sync")
+    user = entry_options(cfg, None, Entry(id="m4", role="user", content=text))
+    work_out(cfg, user)
+    assert user.stub is not None and user.stub_cost < user.full_cost
+    assert user.stub.content == "[salience: archived m4 (48 tokens): Justin, justinkool, Virginia, decture, mstein]"
+    assert user.stub_cover == 1.0
+    # a handle inside a value it already lists is not listed again
+    text = ("Please write to lara.jean@fmail.com and to lara.jean about the offsite that we planned for the "
+            "whole team next week in the office")
+    mail = entry_options(cfg, None, Entry(id="m7", role="user", content=text))
+    work_out(cfg, mail)
+    assert mail.stub is not None
+    assert mail.stub.content == "[salience: archived m7 (36 tokens): lara.jean@fmail.com, offsite]"
+    tool = entry_options(cfg, None, Entry(id="m6", role="tool", content=text.replace("lara.jean@fmail.com", "her"),
+                                          tool_call_id="c1", name="team"))
+    work_out(cfg, tool)
+    assert tool.stub is not None and tool.stub.content.endswith("tokens)]")  # a result lists values alone
