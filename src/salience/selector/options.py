@@ -182,8 +182,7 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
                 values, listed = [*values, *extra], [*listed, *extra]
         if values:
             o.stub_cover = (min(cfg.stub_values, len(listed)) + len(values) - len(listed)) / len(values)
-        stub = stub_text(src.id, tokens=o.src_cost,
-                         values=listed, max_values=cfg.stub_values)
+        stub = stub_text(src.id, tokens=o.src_cost, values=listed, max_values=cfg.stub_values)
         c = rest + counter.count(stub)
         best_other = o.trim_cost if o.trim is not None else o.full_cost
         if c < best_other:
