@@ -34,7 +34,7 @@ REFERENCE = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in (
                rf"|{_SINGLE}"
                rf"|`({_Q_IN}[^`\n]{{1,78}}{_Q_IN})`"),
     ("date", r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"),
-    ("path", r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,5}\b"
+    ("path", r"(?<![\w/<])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+|\b[\w\-]+(?:/[\w.\-]+)+\.\w{1,5}\b"
              r"|\b[\w\-]+\.(?:py|js|ts|tsx|jsx|rs|go|java|c|h|cpp|md|json|yaml|yml|toml|txt|csv|html|css|sh|cfg|ini"
              r"|sql|rb|php)\b"),
     ("ident", r"\b(?=[A-Za-z0-9_\-#]*[0-9])(?=[A-Za-z0-9_\-#]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9_\-#]{2,}\b"),
@@ -121,9 +121,18 @@ def test_an_apostrophe_is_no_quote() -> None:
     assert extract_values("print(f'hello world', b'abc', x='abc_1')") == ["hello world", "abc", "abc_1"]
 
 
+def test_a_closing_tag_is_no_path() -> None:
+    """A closing tag read as a path: every MINT turn's "</thought>" and "</execute>" gave the
+    "values" /thought and /execute (15,632 of them in 6,743 MINT entries), which every later
+    turn "reused", so the labels and our own recall counted them and digests listed them."""
+    assert extract_values("<thought> Solve it. </thought> <execute> print(1) </execute>") == []
+    assert extract_values("<solution> 42 </solution>") == []
+    assert extract_values("<p>/usr/local/bin</p> and ~/notes, /tmp") == ["/usr/local/bin", "~/notes", "/tmp"]
+
+
 #: The characters that matter to the patterns, and some pieces that make them match.
-PIECES = st.sampled_from(list("aAbZ19_-#./@'\"`: é,~=\nT\t") + [
-    "py", "com", "2024-01-01", "x@y.io", "Ab Cd", "---", "a_b", "12:30", "1,234", "#L1", "-x1"])
+PIECES = st.sampled_from(list("aAbZ19_-#./@'\"`: é,~=\nT\t<>") + [
+    "py", "com", "2024-01-01", "x@y.io", "Ab Cd", "---", "a_b", "12:30", "1,234", "#L1", "-x1", "</a>"])
 
 
 @settings(max_examples=1_000, deadline=None, database=None, derandomize=True)
@@ -207,7 +216,7 @@ WRITTEN = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in (
                rf"|{_SINGLE}"
                rf"|`({_Q_IN}[^`\n]{{1,78}}{_Q_IN})`"),
     ("date", values._DATE),
-    ("path", r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
+    ("path", r"(?<![\w/<])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
              rf"|\b(?=[\w\-]){values._PATH_RUN}[\w\-]++{values._PATH_TAIL}"
              rf"|\b(?=[\w\-]){values._PATH_RUN}[\w\-]++{values._EXT_TAIL}"),
     ("ident", values._IDENT),

@@ -48,7 +48,7 @@ _PATH_RUN = r"(?:(?<![\w\-])|(?<=(?<![\w\-])-)|(?<=(?<![\w\-])--))"
 _PATH_TAIL = rf"(?:/[\w.\-]+){{1,{_SEGMENTS}}}\.\w{{1,5}}\b"
 _EXT_TAIL = r"\.(?:py|js|ts|tsx|jsx|rs|go|java|c|h|cpp|md|json|yaml|yml|toml|txt|csv|html|css|sh|cfg|ini|sql|rb|php)\b"
 _PATH = (
-    r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
+    r"(?<![\w/<])(?:~|\.{1,2})?/(?:[\w.\-]+/)*[\w.\-]+"
     rf"|\b(?=[\w\-]){_PATH_RUN}[\w\-]++(?:{_PATH_TAIL}|{_EXT_TAIL})"
 )
 _Q_IN = r"[^\"'`\s:,{}\[\]]"
