@@ -188,6 +188,8 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("assistant_words_micro", "the assistant's own words kept whole (its plain messages, not its actions)"),
     ("actions_kept", "actions kept whole (share of the history's actions)"),
     ("fewer_actions", "steps where fewer actions were kept than by the window"),
+    ("fewer_actions_billed", "steps where fewer actions were kept than by the window charged as billed (both sides "
+                             "in one unit)"),
     ("budget_errors", "BudgetErrors (selector calls)"),
     ("budget_errors_fitting", "BudgetErrors where the system prompt and the latest message fit"),
     ("budget_errors_billed", "BudgetErrors where they fit as billed (the default counter's overheads, with the call "
@@ -195,8 +197,8 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("empty_fitting", "empty lists returned where the system prompt and the latest message fit (no answer either)"),
     ("over_budget", "outputs over budget (selector calls)"),
 )
-COUNTS = {"fewer_actions", "budget_errors", "budget_errors_fitting", "budget_errors_billed", "empty_fitting",
-          "over_budget"}
+COUNTS = {"fewer_actions", "fewer_actions_billed", "budget_errors", "budget_errors_fitting", "budget_errors_billed",
+          "empty_fitting", "over_budget"}
 
 
 def figure(result: Mapping[str, Any], key: str) -> float:
@@ -206,6 +208,8 @@ def figure(result: Mapping[str, Any], key: str) -> float:
         value = result["actions"]["share"]
     elif key == "fewer_actions":
         value = result["actions"]["fewer_than_reference"] if result["actions"]["steps"] else None
+    elif key == "fewer_actions_billed":
+        value = result["actions"].get("fewer_than_second") if result["actions"]["steps"] else None
     elif key in COUNTS:
         value = result[key]
     else:
@@ -236,7 +240,8 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
              "user_given_micro": "user-\ngiven", "code_micro": "code\nsupport", "user_turns_micro": "user\nturns",
              "assistant_words_micro": "assist.\nwords",
              "actions_kept": "actions\nkept",
-             "fewer_actions": "fewer\nactions", "budget_errors": "Budget-\nErrors",
+             "fewer_actions": "fewer\nactions", "fewer_actions_billed": "fewer\nthan\nbilled",
+             "budget_errors": "Budget-\nErrors",
              "budget_errors_fitting": "Budget-\nErrors,\nfloor fits",
              "budget_errors_billed": "Budget-\nErrors,\nfits\nbilled", "empty_fitting": "empty,\nfloor fits",
              "over_budget": "over\nbudget"}
@@ -549,7 +554,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         selectors.update(baselines)
         t0 = time.perf_counter()
         report = evaluate(transcripts, selectors, args.fractions, max_steps=max_steps, reference=WINDOW,
-                          progress=True, description=f"[{d}] steps")
+                          second_reference=WINDOW_BILLED, progress=True, description=f"[{d}] steps")
         timings["evaluate"][d] = round(time.perf_counter() - t0, 1)
         per_method: dict[str, float] = {}
         for r in report.results:

@@ -34,6 +34,7 @@ from salience.bench.independent import (
     value_stub_masking,
     visible,
 )
+from salience.errors import ParameterError
 
 
 def words(text: str) -> int:
@@ -479,6 +480,24 @@ def test_the_runner_is_deterministic_and_compares_actions_with_the_window() -> N
     assert window.actions_kept == window.actions_total > 0
     assert dropped.actions_kept == 0 and dropped.fewer_actions == dropped.action_steps > 0
     assert "independent_micro_100pct_window" in first.metrics()
+
+
+def test_a_second_reference_counts_its_own_fewer_actions() -> None:
+    def drop_actions(messages: Any, budget: int) -> Any:
+        return [m for m in sliding_window(messages, budget, counter=words) if not is_action(m)
+                and m["role"] != "tool"]
+
+    selectors = {**baseline_selectors(words), "drop_actions": drop_actions}
+    report = evaluate(_transcripts(), selectors, (1.0,), counter=words, second_reference="drop_actions")
+    dropped = report.result("drop_actions", 1.0)
+    assert dropped.fewer_actions == dropped.action_steps > 0  # against the window
+    assert dropped.fewer_actions_second == 0  # against itself
+    assert dropped.to_dict()["actions"]["fewer_than_second"] == 0
+    assert report.result("window", 1.0).fewer_actions_second == 0
+    with pytest.raises(ParameterError, match="nope"):
+        evaluate(_transcripts(), selectors, (1.0,), counter=words, second_reference="nope")
+    with pytest.raises(ParameterError, match="needs a reference"):
+        evaluate(_transcripts(), selectors, (1.0,), counter=words, reference=None, second_reference="window")
 
 
 def test_user_turns_count_whole_user_messages_and_no_list_of_their_values() -> None:

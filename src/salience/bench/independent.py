@@ -206,6 +206,7 @@ class IndependentReport:
                 "user_given_micro": r.user_given.micro, "code_micro": r.code.micro, "code_macro": r.code.macro,
                 "user_turns_kept": r.user_turns.micro, "assistant_words_kept": r.assistant_words.micro,
                 "actions_kept": r.actions_share, "fewer_actions": float(r.fewer_actions),
+                "fewer_actions_second": float(r.fewer_actions_second),
                 "budget_errors": float(r.budget_errors), "budget_errors_fitting": float(r.budget_errors_fitting),
                 "over_budget": float(r.over_budget),
             }
@@ -379,14 +380,15 @@ class _Acc:
 
     __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_billed",
                  "budget_errors_fitting", "calls",
-                 "code", "empty_fitting", "fewer", "fitting", "independent", "invalid", "ours", "over", "seconds",
+                 "code", "empty_fitting", "fewer", "fewer_second", "fitting", "independent", "invalid", "ours", "over",
+                 "seconds",
                  "user", "user_turns", "assistant_words", "by_transcript")
 
     def __init__(self, transcripts: int) -> None:
         self.independent = self.ours = self.user = self.code = self.user_turns = self.assistant_words = Recall()
         #: definition -> [seen per transcript, refs per transcript]
         self.by_transcript = {d: ([0] * transcripts, [0] * transcripts) for d in ("independent", "ours")}
-        self.actions_kept = self.actions_total = self.action_steps = self.fewer = 0
+        self.actions_kept = self.actions_total = self.action_steps = self.fewer = self.fewer_second = 0
         self.calls = self.budget_errors = self.over = self.invalid = self.fitting = self.budget_errors_fitting = 0
         self.empty_fitting = self.budget_errors_billed = 0
         self.seconds = 0.0
@@ -397,7 +399,8 @@ class _Acc:
                             assistant_words=self.assistant_words,
                             actions_kept=self.actions_kept,
                             actions_total=self.actions_total, action_steps=self.action_steps,
-                            fewer_actions=self.fewer, calls=self.calls, budget_errors=self.budget_errors,
+                            fewer_actions=self.fewer,
+                            fewer_actions_second=self.fewer_second, calls=self.calls, budget_errors=self.budget_errors,
                             fitting=self.fitting, budget_errors_fitting=self.budget_errors_fitting,
                             budget_errors_billed=self.budget_errors_billed, empty_fitting=self.empty_fitting,
                             over_budget=self.over, invalid=self.invalid, seconds=self.seconds,
@@ -425,6 +428,7 @@ def evaluate(
     counter: CounterLike = None,
     max_steps: int | None = None,
     reference: str | None = "window",
+    second_reference: str | None = None,
     progress: bool | ProgressFn = False,
     description: str = "steps",
 ) -> IndependentReport:
@@ -448,7 +452,8 @@ def evaluate(
     apart where the budget holds the system messages and the latest message (where
     a valid output fits, so a default should not raise). Any other exception
     propagates. ``reference`` names the selector that ``fewer_actions`` compares
-    against (``None``: no comparison). ``progress``: ``True`` shows a rich progress
+    against (``None``: no comparison), and ``fewer_actions_second`` counts the same against
+    ``second_reference`` (the window charged as billed, say). ``progress``: ``True`` shows a rich progress
     bar (on stderr), a callable gets ``(description, done, total)``. Deterministic
     when the selectors are.
     """
@@ -458,8 +463,11 @@ def evaluate(
         raise ParameterError("evaluate: at least one selector is needed (got none)")
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ParameterError(f"evaluate: max_steps must be a positive int or None (got {max_steps!r})")
-    if reference is not None and reference not in selectors:
-        raise ParameterError(f"evaluate: reference {reference!r} is not one of the selectors ({list(selectors)})")
+    for ref in (reference, second_reference):
+        if ref is not None and ref not in selectors:
+            raise ParameterError(f"evaluate: reference {ref!r} is not one of the selectors ({list(selectors)})")
+    if second_reference is not None and reference is None:
+        raise ParameterError("evaluate: second_reference needs a reference")
     tc: TokenCounter = as_counter(counter)
     transcripts = list(transcripts)
     plan = [s for steps in _plan(transcripts, max_steps, tc) for s in steps]
@@ -524,6 +532,8 @@ def evaluate(
                     for name, kept in kept_actions.items():
                         if kept < kept_actions[reference]:
                             acc[(name, f)].fewer += 1
+                        if second_reference is not None and kept < kept_actions[second_reference]:
+                            acc[(name, f)].fewer_second += 1
             report_progress(done)
     finally:
         close()

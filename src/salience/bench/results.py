@@ -153,7 +153,8 @@ class MethodResult:
     action: what it told the user, asked or concluded), those still whole;
     ``actions_kept`` / ``actions_total`` pool the history actions still whole over
     ``action_steps`` steps, and ``fewer_actions`` counts the steps where this method
-    kept fewer whole actions than the reference method (the window). ``calls`` is how
+    kept fewer whole actions than the reference method (the window), ``fewer_actions_second``
+    the same against a second reference (the window charged as billed), if any. ``calls`` is how
     many times the selector ran; ``budget_errors`` how many raised
     :class:`~salience.BudgetError`, ``budget_errors_fitting`` how many of those at a
     budget that holds the system messages and the latest message (``fitting`` counts
@@ -180,6 +181,7 @@ class MethodResult:
     actions_total: int = 0
     action_steps: int = 0
     fewer_actions: int = 0
+    fewer_actions_second: int = 0
     calls: int = 0
     budget_errors: int = 0
     fitting: int = 0
@@ -204,7 +206,8 @@ class MethodResult:
             "user_turns": self.user_turns.to_dict(), "assistant_words": self.assistant_words.to_dict(),
             "actions": {"kept": self.actions_kept, "total": self.actions_total,
                         "share": json_float(self.actions_share), "steps": self.action_steps,
-                        "fewer_than_reference": self.fewer_actions},
+                        "fewer_than_reference": self.fewer_actions,
+                        "fewer_than_second": self.fewer_actions_second},
             "calls": self.calls, "budget_errors": self.budget_errors, "fitting": self.fitting,
             "budget_errors_fitting": self.budget_errors_fitting, "budget_errors_billed": self.budget_errors_billed,
             "empty_fitting": self.empty_fitting,
