@@ -237,6 +237,18 @@ def test_the_guarded_pattern_is_built_from_the_same_parts() -> None:
     assert list(values._PATTERN.groupindex) == list(WRITTEN.groupindex)
 
 
+#: The guard's first part as first written: a character a pattern may start with, not inside a word.
+GUARD_WRITTEN = re.compile(r"(?=[\w.%+\-\"'`~/])(?:(?<![A-Za-z0-9_])|(?!\w))")
+
+
+@settings(max_examples=1_000, deadline=None, database=None, derandomize=True)
+@given(st.text(alphabet=st.sampled_from(list("aZ09_-#./@'\"`%+~ \t\n,:;()éÉ٣\u00a0\u2019")), max_size=30))
+def test_the_guards_first_part_holds_where_it_did_as_written(text: str) -> None:
+    first = re.compile(values._GUARD[: len(values._GUARD) - len(values._PLAIN_WORD)])
+    assert [q for q in range(len(text) + 1) if first.match(text, q)] == [
+        q for q in range(len(text) + 1) if GUARD_WRITTEN.match(text, q)]
+
+
 @settings(max_examples=1_000, deadline=None, database=None, derandomize=True)
 @given(st.lists(PIECES, max_size=30).map("".join))
 def test_the_guarded_pattern_matches_where_and_what_the_written_one_did(text: str) -> None:

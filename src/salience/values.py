@@ -107,7 +107,12 @@ _PLAIN_WORD = (
     rf"(?![A-Z][A-Za-z]*+(?:[ \t]++(?![A-Z])|\.(?!{_GOES_ON})|(?![ \t])(?!{_GOES_ON})))"
     r"(?!\d{1,2}(?![\w@.\-/#%+,]))"
 )
-_GUARD = r"(?=[\w.%+\-\"'`~/])(?:(?<![A-Za-z0-9_])|(?!\w))" + _PLAIN_WORD
+# The guard's first part, "(?=[\w.%+\-\"'`~/])(?:(?<![A-Za-z0-9_])|(?!\w))" as first written (a character a
+# pattern may start with, after none of [A-Za-z0-9_] or itself no word character), is written as one
+# lookahead: such a character, and not a word character right after one of [A-Za-z0-9_]. The same places
+# (De Morgan; at the text's start there is nothing to look behind at), which the engine refuses sooner
+# inside a word, where most places are: a fifth of the scan's time on the latency benchmark's messages.
+_GUARD = r"(?=[\w.%+\-\"'`~/](?<![A-Za-z0-9_]\w))" + _PLAIN_WORD
 _PATTERN = re.compile(f"{_GUARD}(?:{_ALTERNATION})")
 _ORDER = {kind: n for n, kind in enumerate(_KINDS)}
 # A quoted string's three inner groups (one per quote character, the text between the quotes: exactly one
