@@ -270,6 +270,14 @@ def test_tokenize_matches_the_per_match_code_on_random_text(s: str) -> None:
     assert tokenize(s) == reference_tokenize(s)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(list("abzAZ09_ '’-.\t\n\x1c") + ["don't", "it's", "a''b", "'x'", "\u212a"]),
+                max_size=40).map("".join))
+def test_tokenize_matches_the_per_match_code_on_ascii_text(s: str) -> None:
+    # the ASCII path (text._WORD_ASCII): what is left after the apostrophes and lower-casing is ASCII
+    assert tokenize(s) == reference_tokenize(s)
+
+
 def test_tokenize_still_splits_cjk_runs() -> None:
     assert tokenize("预算budget确认") == ["预", "算", "budget", "确", "认", "预算", "确认"]
 

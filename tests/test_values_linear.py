@@ -275,6 +275,33 @@ def test_the_guarded_pattern_on_pinned_texts(text: str) -> None:
     assert _at_every_place(values._PATTERN, text) == _at_every_place(WRITTEN, text)
 
 
+#: ASCII pieces for the ASCII pattern, with every ASCII character Unicode's \\s holds and re.ASCII's does not.
+ASCII_PIECES = st.sampled_from(list("aAbZ19_-#./@'\"`: ,~=\nT\t:=\x1c\x1d\x1e\x1f\x0b\x0c\r") + [
+    "ab", "Ab Cd", "a_b", "x1", "12", "1,234", "2024-01-02", "a/b.py", ".py", "x@y.org", '"ab c"', "'ab c'", "`ab`",
+    "---", "a-b", "#W1", "foo_bar", "Foo Bar",
+])
+
+
+@settings(max_examples=1_000, deadline=None, database=None, derandomize=True)
+@given(st.lists(ASCII_PIECES, max_size=30).map("".join))
+def test_the_ascii_pattern_matches_what_the_pattern_does_on_ascii_text(text: str) -> None:
+    assert _at_every_place(values._PATTERN_ASCII, text) == _at_every_place(values._PATTERN, text)
+    assert matches(text) == reference_matches(text)  # _matches on an ASCII text scans with _PATTERN_ASCII
+
+
+@pytest.mark.parametrize("text", ['"abc"\x1c: "cde"\x1f:', "a_b\x1e= Ab Cd\x1d:", "'ab c'\x1c\x1c:", '"abc" :x'])
+def test_the_ascii_pattern_reads_unicode_whitespace_below_128(text: str) -> None:
+    assert _at_every_place(values._PATTERN_ASCII, text) == _at_every_place(values._PATTERN, text)
+    assert _at_every_place(values._PATTERN_ASCII, text) == _at_every_place(WRITTEN, text)
+
+
+def test_the_ascii_form_spells_out_the_whitespace_in_and_out_of_classes() -> None:
+    assert values._ascii_form(r"(?!\s*:)[^\"\s:\[\]]\s[]\s][^]\s]") == (
+        r"(?![\s\x1c-\x1f]*:)[^\"\s\x1c-\x1f:\[\]][\s\x1c-\x1f][]\s\x1c-\x1f][^]\s\x1c-\x1f]")
+    with pytest.raises(ValueError):
+        values._ascii_form(r"\S")
+
+
 def test_the_guarded_pattern_on_the_bundled_samples() -> None:
     from pathlib import Path
 
@@ -284,3 +311,6 @@ def test_the_guarded_pattern_on_the_bundled_samples() -> None:
     for text in texts:
         assert [(m.lastgroup, m.span(), m.groups()) for m in values._PATTERN.finditer(text)] == [
             (m.lastgroup, m.span(), m.groups()) for m in WRITTEN.finditer(text)]
+        if text.isascii():
+            assert [(m.lastgroup, m.span(), m.groups()) for m in values._PATTERN_ASCII.finditer(text)] == [
+                (m.lastgroup, m.span(), m.groups()) for m in WRITTEN.finditer(text)]

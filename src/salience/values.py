@@ -114,6 +114,45 @@ _PLAIN_WORD = (
 # inside a word, where most places are: a fifth of the scan's time on the latency benchmark's messages.
 _GUARD = r"(?=[\w.%+\-\"'`~/](?<![A-Za-z0-9_]\w))" + _PLAIN_WORD
 _PATTERN = re.compile(f"{_GUARD}(?:{_ALTERNATION})")
+
+
+def _ascii_form(pattern: str) -> str:
+    """``pattern`` for :data:`re.ASCII`, to match what ``pattern`` matches on an ASCII text.
+
+    On an ASCII text, ``re.ASCII``'s ``\\w``, ``\\W``, ``\\d``, ``\\D``, ``\\b`` and ``\\B`` read as
+    the Unicode ones do (the word characters and digits below 128 are ``[A-Za-z0-9_]`` and
+    ``[0-9]``), but ``\\s`` does not: Unicode's also holds ``\\x1c``-``\\x1f``, which this spells out
+    (inside a class and outside one). ``\\S`` would need its complement and is refused.
+    """
+    out: list[str] = []
+    i, in_class, first = 0, False, False  # first: at a class's first character (a ']' there is literal)
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            pair = pattern[i : i + 2]
+            if pair == "\\S":
+                raise ValueError("_ascii_form: \\S is not rewritten")
+            out.append(("\\s\\x1c-\\x1f" if in_class else "[\\s\\x1c-\\x1f]") if pair == "\\s" else pair)
+            i, first = i + 2, False
+            continue
+        if not in_class and c == "[":
+            in_class = first = True
+            negated = pattern[i + 1 : i + 2] == "^"
+            out.append("[^" if negated else "[")
+            i += 2 if negated else 1
+            continue
+        if in_class and c == "]" and not first:
+            in_class = False
+        first = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# _PATTERN for an ASCII text (what most are): the same matches, spans and groups there
+# (tests/test_values_linear.py checks it at every place), and the engine tests its classes
+# from a table instead of Unicode's character database: about a sixth of the scan's time.
+_PATTERN_ASCII = re.compile(_ascii_form(_PATTERN.pattern), re.ASCII)
 _ORDER = {kind: n for n, kind in enumerate(_KINDS)}
 # A quoted string's three inner groups (one per quote character, the text between the quotes: exactly one
 # takes part in a quoted match, never empty), read by index rather than by a scan of all the groups.
@@ -216,9 +255,11 @@ def _ident_at(runs: _Runs, q: int) -> int | None:
     return boundary if digit >= q and letter >= q and boundary >= q + 3 else None
 
 
-def _try(text: str, runs: _Runs, q: int, kinds: set[str]) -> tuple[str, int, int, re.Match[str] | None] | None:
-    """What the patterns, tried in order at ``q``, match there; those in ``kinds`` whatever their lookbehinds."""
-    match = _PATTERN.match(text, q)
+def _try(text: str, runs: _Runs, q: int, kinds: set[str],
+         pattern: re.Pattern[str] = _PATTERN) -> tuple[str, int, int, re.Match[str] | None] | None:
+    """What the patterns, tried in order at ``q``, match there; those in ``kinds`` whatever their lookbehinds
+    (``pattern``: :data:`_PATTERN`, or :data:`_PATTERN_ASCII` for an ASCII ``text``)."""
+    match = pattern.match(text, q)
     got = (match.lastgroup or "") if match else ""
     rank = _ORDER[got] if match else len(_ORDER)
     for kind, at in (("path", _path_at), ("ident", _ident_at)):
@@ -250,26 +291,29 @@ def _matches(text: str) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
     firsts = sorted(([(m.end(), "path") for m in _PATH_FIRST.finditer(text)] if "---" in text else [])
                     + (_ident_firsts(text) if "-" in text or "#" in text else []))
     pos = 0
+    pattern = _PATTERN_ASCII if text.isascii() else _PATTERN
     if not firsts:
         inside = _INSIDE.match
-        for match in _PATTERN.finditer(text):
+        for match in pattern.finditer(text):
             yield match.lastgroup or "", match.start(), match.end(), match
             pos = match.end()
             if inside(text, pos):  # (pos > 0: a match is never empty)
                 break
         else:
             return
-    yield from _scan(text, firsts, pos)
+    yield from _scan(text, firsts, pos, pattern)
 
 
-def _scan(text: str, firsts: list[tuple[int, str]], pos: int) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
-    """:func:`_matches` from ``pos`` (0, or where a match ended), tried place by place."""
+def _scan(text: str, firsts: list[tuple[int, str]], pos: int,
+          pattern: re.Pattern[str] = _PATTERN) -> Iterator[tuple[str, int, int, re.Match[str] | None]]:
+    """:func:`_matches` from ``pos`` (0, or where a match ended), tried place by place (``pattern``: as
+    :func:`_try` takes it)."""
     runs = _Runs(text)
     i, n, count = 0, len(text), len(firsts)
-    found = _PATTERN.search(text, pos)
+    found = pattern.search(text, pos)
     while pos <= n:
         if found is not None and found.start() < pos:  # else still the first match from pos
-            found = _PATTERN.search(text, pos)
+            found = pattern.search(text, pos)
         limit = found.start() if found else n
         places: dict[int, set[str]] = {}
         # entered a run from inside: the first place in it to try (_INSIDE: at most places no run
@@ -292,7 +336,7 @@ def _scan(text: str, firsts: list[tuple[int, str]], pos: int) -> Iterator[tuple[
             while i < count and firsts[i][0] == q:
                 kinds.add(firsts[i][1])
                 i += 1
-            chosen = _try(text, runs, q, kinds)
+            chosen = _try(text, runs, q, kinds, pattern)
         if chosen is None:
             if found is None:
                 return

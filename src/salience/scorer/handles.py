@@ -50,6 +50,9 @@ _MIN, _MAX = 3, 64
 #: characters are the runs of 3+ stripped of that tail, and a shorter run gives no match here
 #: (nor does any place inside it). tests/test_scorer_first_call.py checks it against ``_TOKEN``.
 _RUN = re.compile(r"[A-Za-z0-9][\w.@$!#%&+\-]{2,}")
+#: :data:`_RUN` for an ASCII text, where ``re.ASCII``'s ``\w`` is the Unicode one and is tested from a
+#: table (the same runs, faster; tests/test_scorer_first_call.py).
+_RUN_ASCII = re.compile(r"[A-Za-z0-9][\w.@$!#%&+\-]{2,}+", re.ASCII)
 _TAIL = ".@&+-"
 #: In an ASCII token, what makes it a handle by its characters: a digit, ``@`` or ``_``, or a
 #: capital after its first character (:func:`is_handle`'s test, for ASCII).
@@ -95,7 +98,8 @@ def leaf_text(text: str) -> str:
 def tokens(text: str) -> tuple[str, ...]:
     """The distinct tokens of ``text`` of 3 to 64 characters, in order of first use."""
     # each distinct token measured once (a token's length is the same wherever it stands)
-    return tuple([t for t in dict.fromkeys([r.rstrip(_TAIL) for r in _RUN.findall(text)]) if _MIN <= len(t) <= _MAX])
+    runs = (_RUN_ASCII if text.isascii() else _RUN).findall(text)
+    return tuple([t for t in dict.fromkeys([r.rstrip(_TAIL) for r in runs]) if _MIN <= len(t) <= _MAX])
 
 
 @lru_cache(maxsize=1 << 17)
