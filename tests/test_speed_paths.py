@@ -258,6 +258,22 @@ def test_every_error_pattern_match_holds_one_of_its_needles() -> None:
     assert not _holds(list(sre_parse.parse(r"(?:Error)?x")), ("Error",))
 
 
+_ERROR_PIECES = st.lists(st.sampled_from(list("aFf _-:=\n0129") + [
+    "failed", "Failed", "FAILED", "ailed", "exit ", "exit code", "exit status", "code", "status", "1", "x", "é"]),
+    max_size=25).map("".join)
+
+
+@settings(max_examples=1_000, deadline=None, database=None, derandomize=True)
+@given(_ERROR_PIECES)
+def test_each_error_pattern_as_counted_matches_where_the_written_one_does(s: str) -> None:
+    """text._ERROR_EACH (some led by their literal text) against ERROR_PATTERNS, at every place."""
+    assert len(text._ERROR_EACH) == len(ERROR_PATTERNS)
+    for fast, pattern in zip(text._ERROR_EACH, ERROR_PATTERNS):
+        written = re.compile(pattern)
+        assert [m.span() if (m := fast.match(s, q)) else None for q in range(len(s) + 1)] == [
+            m.span() if (m := written.match(s, q)) else None for q in range(len(s) + 1)], pattern
+
+
 # -- words ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("s", TRICKY + ["确认预算", "Refund order #W123 for mia_li_3668, don't wait"])
 def test_tokenize_matches_the_per_match_code(s: str) -> None:

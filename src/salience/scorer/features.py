@@ -114,7 +114,7 @@ _PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 #: :data:`_PROPER` as the regex engine scans fastest: a capital first (which it looks for
 #: alone), then what must come before it, looked behind. The same matches (tests/test_speed_paths.py).
 _PROPER_FAST = re.compile(r"[A-Z](?<=\b[A-Z])(?<!^[A-Z])(?<![.!?]\s[A-Z])[a-z]+")
-_DIGITS = "0123456789"
+_DIGIT_BYTES = b"0123456789"
 
 
 def _count_any(text: str, words: Sequence[str]) -> int:
@@ -151,8 +151,12 @@ _TIME_GROUPS = _grouped(_TIME_WORDS, ("day", "week", "month", "ber", "uary", "20
 
 
 def _digit_count(text: str) -> int:
-    """``sum(map(str.isdigit, text))``; in ASCII text, where only 0-9 are digits, ten counts."""
-    return sum(map(text.count, _DIGITS)) if text.isascii() else sum(map(str.isdigit, text))
+    """``sum(map(str.isdigit, text))``; in ASCII text, where only 0-9 are digits, the characters
+    that deleting them takes away (one pass in C over the text's bytes, instead of ten counts)."""
+    if text.isascii():
+        data = text.encode("ascii")
+        return len(data) - len(data.translate(None, _DIGIT_BYTES))
+    return sum(map(str.isdigit, text))
 
 
 def _words(text: str, content: str) -> tuple[list[str], list[str]]:

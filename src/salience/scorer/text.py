@@ -192,7 +192,15 @@ _ERROR_ANY = tuple(n for needles in _ERROR_NEEDLES for n in needles)
 #: ``Traceback``, optionally with its header; a word of letters ending in ``Error``; ``failed``;
 #: ``exit code`` or ``exit status`` and a number), and one place starts a match of one pattern at
 #: most, so the alternation's count is the sum of theirs, each run only where its needles are.
-_ERROR_EACH = tuple(re.compile(p) for p in ERROR_PATTERNS)
+#: The third and fourth are written led by their literal text, with the word boundary before it looked
+#: behind (``[Ff]ailed(?<=\b[Ff]ailed)``), which the regex engine looks for alone instead of trying
+#: every place: the same matches (tests/test_speed_paths.py), in a third of the time or less.
+_ERROR_EACH = (
+    re.compile(ERROR_PATTERNS[0]),
+    re.compile(ERROR_PATTERNS[1]),
+    re.compile(r"[Ff]ailed(?<=\b[Ff]ailed)\b|FAILED(?<=\bFAILED)\b"),
+    re.compile(r"exit (?<=\bexit )(?:code|status)[ :=]*[1-9]\d*\b"),
+)
 _ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 #: A word as :data:`_TOKEN` reads it, in a text without CJK characters.
 _WORD = re.compile(r"\w+(?:'\w+)*")
