@@ -130,7 +130,7 @@ def _ascii_form(pattern: str) -> str:
         c = pattern[i]
         if c == "\\":
             pair = pattern[i : i + 2]
-            if pair == "\\S":
+            if pair == "\\S":  # internal: only ever given this module's own patterns, at import
                 raise ValueError("_ascii_form: \\S is not rewritten")
             out.append(("\\s\\x1c-\\x1f" if in_class else "[\\s\\x1c-\\x1f]") if pair == "\\s" else pair)
             i, first = i + 2, False
