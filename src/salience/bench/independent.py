@@ -381,8 +381,7 @@ class _Acc:
     __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_billed",
                  "budget_errors_fitting", "calls",
                  "code", "empty_fitting", "fewer", "fewer_second", "fitting", "independent", "invalid", "ours", "over",
-                 "seconds",
-                 "user", "user_turns", "assistant_words", "by_transcript")
+                 "seconds", "user", "user_turns", "assistant_words", "by_transcript")
 
     def __init__(self, transcripts: int) -> None:
         self.independent = self.ours = self.user = self.code = self.user_turns = self.assistant_words = Recall()
@@ -399,8 +398,8 @@ class _Acc:
                             assistant_words=self.assistant_words,
                             actions_kept=self.actions_kept,
                             actions_total=self.actions_total, action_steps=self.action_steps,
-                            fewer_actions=self.fewer,
-                            fewer_actions_second=self.fewer_second, calls=self.calls, budget_errors=self.budget_errors,
+                            fewer_actions=self.fewer, fewer_actions_second=self.fewer_second,
+                            calls=self.calls, budget_errors=self.budget_errors,
                             fitting=self.fitting, budget_errors_fitting=self.budget_errors_fitting,
                             budget_errors_billed=self.budget_errors_billed, empty_fitting=self.empty_fitting,
                             over_budget=self.over, invalid=self.invalid, seconds=self.seconds,
