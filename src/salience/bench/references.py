@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from salience.errors import ParameterError
+from salience.messages.openai import entry_from_openai
 from salience.tokens import CounterLike, as_counter
 
 __all__ = [
@@ -135,10 +136,11 @@ def message_tokens(message: Message, counter: CounterLike = None) -> int:
 
 
 def message_cost(message: Message, counter: CounterLike = None, billed: bool = False) -> int:
-    """What ``message`` costs: the tokens of its :func:`message_text`, plus, if ``billed``,
-    the counter's overhead per message and per tool call (a :class:`~salience.TokenCounter`'s
-    ``message_overhead`` and ``call_overhead``: 3 and 3 for the default, what the
-    compactor counts a provider adds).
+    """What ``message`` costs: the tokens of its :func:`message_text`; if ``billed``, what
+    the compactor counts for it instead (:meth:`~salience.TokenCounter.count_entry`): its
+    content, a ``name`` field, each call's name and arguments, and the counter's overhead
+    per message and per tool call (``message_overhead`` and ``call_overhead``: 3 and 3 for
+    the default, what a provider adds).
 
     >>> from salience.tokens import TokenCounter
     >>> words = TokenCounter(lambda text: len(text.split()))
@@ -146,12 +148,14 @@ def message_cost(message: Message, counter: CounterLike = None, billed: bool = F
     ...         "tool_calls": [{"id": "c", "function": {"name": "find", "arguments": '{"q": 1}'}}]}
     >>> message_cost(call, words), message_cost(call, words, billed=True)
     (6, 12)
+    >>> result = {"role": "tool", "tool_call_id": "c", "name": "find", "content": "found it"}
+    >>> message_cost(result, words), message_cost(result, words, billed=True)  # the name is billed
+    (2, 6)
     """
     tc = as_counter(counter)
-    cost = tc.count(message_text(message))
     if billed:
-        cost += tc.message_overhead + tc.call_overhead * len(message.get("tool_calls") or [])
-    return cost
+        return tc.count_entry(entry_from_openai(message, 0))
+    return tc.count(message_text(message))
 
 
 def messages_tokens(messages: Iterable[Message], counter: CounterLike = None) -> int:
