@@ -115,8 +115,11 @@ def test_a_trimmed_tool_result_lists_the_values_its_middle_held() -> None:
     assert "m2" in trimmed, (result.choices, trimmed)
     marker = next(line for line in trimmed["m2"].splitlines() if line.startswith("[salience: trimmed"))
     assert "; cut: HAT1" in marker and marker_ids(marker) == ["m2"]
-    assert "m0" in trimmed and "cut:" not in trimmed["m0"]  # the user turn, trimmed too, lists none of its ids
     assert result.restore(list(result.archive)) == messages
+    # the user turn, trimmed (as the newest entry here), lists none of its ids
+    alone = compactor.compact(messages[:1], budget=compactor.counter.count_entry(source.entries[0]) // 2)
+    assert "m0" in alone.trimmed and "cut:" not in alone.transcript.entries[0].content
+    assert "ZX" in alone.transcript.entries[0].content  # it holds some ids, and its marker lists none of the cut ones
 
 
 @pytest.mark.parametrize("max_values", [-1, 0, 1, 2, 3, 7])
@@ -165,3 +168,29 @@ def test_a_user_turn_s_stub_lists_the_handles_it_gave() -> None:
                                           tool_call_id="c1", name="team"))
     work_out(cfg, tool)
     assert tool.stub is not None and tool.stub.content.endswith("tokens)]")  # a result lists values alone
+
+
+def test_the_latest_result_over_the_budget_keeps_as_much_as_fits() -> None:
+    """The newest entry (a soft pin) that cannot stay whole is trimmed to what fits beside what
+    must stay, not to ``trim_keep`` of it: a traceback a little over the budget keeps most of
+    its lines, the output fits, and restoring gives the history back."""
+    from salience import Compactor
+
+    trace = "\n".join(f"    {i} total_{i} = price_{i} * qty_{i}" for i in range(40))
+    messages = [
+        {"role": "user", "content": "fix the totals"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": "run", "arguments": '{"cmd": "pytest"}'}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": "Traceback (most recent call last):\n" + trace},
+    ]
+    words = TokenCounter(lambda text: len(text.split()))
+    compactor = Compactor(counter=words, digest=0)
+    full = sum(words.count_entry(e) for e in compactor.compact(messages, budget=10_000).transcript.entries)
+    budget = full - 20  # the result cannot stay whole
+    result = compactor.compact(messages, budget=budget)
+    assert result.tokens <= budget
+    assert "m2" in result.trimmed
+    kept = next(e.content for e in result.transcript.entries if e.id == "m2")
+    lines = sum(f"total_{i} = " in kept for i in range(40))
+    assert lines >= 30, kept  # trim_keep (a quarter) would keep about 10 of the 40
+    assert result.restore(list(result.archive)) == messages

@@ -21,7 +21,7 @@ import math
 import operator
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -113,12 +113,25 @@ def cap(cfg: Config, entry: Entry, cost: int) -> Entry | None:
     limit = cfg.max_entry_tokens
     if limit is None or cost <= limit or entry.role == "system" or not entry.content:
         return None
+    hit = trim_to(cfg, entry, cost, limit, values=())
+    return None if hit is None else hit[0]
+
+
+def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
+            values: Sequence[str] | None = None) -> tuple[Entry, int] | None:
+    """``entry`` (``cost`` tokens) trimmed to at most ``limit`` tokens as the counter bills
+    it, keeping as much as that allows, and what it then costs; None when no trim fits or
+    trimming would not save. The marker lists those of ``values`` its cut middle held
+    (:func:`trim_text`; ``None``: a tool result's own values, as :func:`work_out`'s trims)."""
     counter = cfg.counter
+    if values is None:
+        values = extract_values(entry.content) if entry.role == "tool" else ()
     text_tokens = counter.count(entry.content)
     keep = limit - (cost - text_tokens) - 24  # room for the marker
     best: Entry | None = None
     for _ in range(4):
-        text = trim_text(entry.content, max(0, keep), counter, entry_id=entry.id, total=text_tokens)
+        text = trim_text(entry.content, max(0, keep), counter, entry_id=entry.id, total=text_tokens,
+                         values=values, max_values=cfg.stub_values)
         if text is None:
             break
         best = entry.with_content(text)
@@ -126,9 +139,10 @@ def cap(cfg: Config, entry: Entry, cost: int) -> Entry | None:
         if over <= 0 or keep <= 0:
             break
         keep -= over
-    if best is not None and counter.count_entry(best) >= cost:
+    if best is None:
         return None
-    return best
+    got = counter.count_entry(best)
+    return None if got >= cost or got > limit else (best, got)
 
 
 def _trim_keep(cfg: Config, o: EntryOptions) -> int:

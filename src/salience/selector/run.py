@@ -48,9 +48,9 @@ from salience.errors import BudgetError
 from salience.messages.dispatch import MessageCache, render
 from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
-from salience.selector.options import OptionsCache, min_cost, rows, unit_min, unit_mins
+from salience.selector.options import OptionsCache, min_cost, rows, trim_to, unit_min, unit_mins
 from salience.selector.params import Config
-from salience.selector.pins import pin_worth, strict_pins, window_actions
+from salience.selector.pins import grow_trim, pin_worth, strict_pins, window_actions
 from salience.selector.problem import WHOLE_ONLY
 from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
@@ -161,6 +161,7 @@ class Run:
         self._tail: np.ndarray | None = None
         self._recurring: frozenset[str] | None = None
         self._last_user = -2  # -1: no user turn; -2: not worked out yet
+        self._grown: dict[int, Entry] = {}  # a soft pin's trim that keeps as much as fits (problem())
 
     # -- renderings -----------------------------------------------------------
     def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
@@ -303,6 +304,9 @@ class Run:
                 and allowed[first, :_DROP].any()
             ):
                 allowed[first, _DROP] = False
+        # the newest soft pin, where it cannot stay whole, keeps as much as fits trimmed (pins.grow_trim)
+        self._grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
+                                lambda i, limit: trim_to(cfg, self.source.entries[i], int(self.src_cost[i]), limit))
         exempt = pins.copy()
         for i in fixed:
             exempt[i] = True
@@ -610,9 +614,7 @@ class Run:
             f"budget of {budget} tokens is too small for transcript {self.source.id!r}: it holds no message, not "
             f"even the latest in its cheapest form{cheapest}, and providers refuse an empty list; raise the budget, "
             "or pass on_over_budget='keep_pins' to get the latest message, over budget",
-            budget=budget,
-            required=required,
-        )
+            budget=budget, required=required)
 
     def _budget_error(self, budget: int, required: int | None, pins: int) -> BudgetError:
         # Only what may not give way makes a problem infeasible: system entries kept whole
@@ -629,9 +631,7 @@ class Run:
             f"budget of {budget} tokens is too small for transcript {self.source.id!r}: what must stay ({what}) "
             f"{need}; every other entry, pinned or not, already gives way; raise the budget, shorten the system "
             "prompt, pass pin_system=False, or pass on_over_budget='keep_pins' to get that much, over budget",
-            budget=budget,
-            required=required or 0,
-        )
+            budget=budget, required=required or 0)
         err.pins = pins  # type: ignore[attr-defined]
         return err
 
@@ -680,7 +680,7 @@ class Run:
                 else:
                     if renders is None:
                         renders = self.options()[0]
-                    entry = renders[i][c]
+                    entry = self._grown[i] if c == _TRIM and i in self._grown else renders[i][c]
                 assert entry is not None, (i, c)
                 entries[int(at[i])] = entry
                 if entry is not full[i]:
