@@ -177,7 +177,8 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         max_entry_tokens: entries above this are trimmed on the way in (system entries
             excepted); None: never.
         trim_keep: how much a trimmed entry keeps: a float in (0, 1) is a share of its
-            tokens, an int a number of tokens.
+            tokens, an int a number of tokens. The newest pin, where it cannot stay whole,
+            is trimmed to what fits beside what must stay instead, if that keeps more.
         stub_values: how many key values a stub quotes.
         digest: the largest share of the budget (0 to 0.5) that a plain ``compact()`` may give
             to a *digest*, which takes what the pins whole leave beside them up to that share
