@@ -119,10 +119,11 @@ def cap(cfg: Config, entry: Entry, cost: int) -> Entry | None:
 
 def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
             values: Sequence[str] | None = None) -> tuple[Entry, int] | None:
-    """``entry`` (``cost`` tokens) trimmed to at most ``limit`` tokens as the counter bills
-    it, keeping as much as that allows, and what it then costs; None when no trim fits or
-    trimming would not save. The marker lists those of ``values`` its cut middle held
-    (:func:`trim_text`; ``None``: a tool result's own values, as :func:`work_out`'s trims)."""
+    """``entry`` (``cost`` tokens) trimmed to about ``limit`` tokens as the counter bills it
+    (four tries to come under it; the last may not), keeping as much as that allows, and what
+    it then costs; None when nothing is cut or trimming would not save. The marker lists those
+    of ``values`` its cut middle held (:func:`trim_text`; ``None``: a tool result's own values,
+    as :func:`work_out`'s trims)."""
     counter = cfg.counter
     if values is None:
         values = extract_values(entry.content) if entry.role == "tool" else ()
@@ -142,7 +143,7 @@ def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
     if best is None:
         return None
     got = counter.count_entry(best)
-    return None if got >= cost or got > limit else (best, got)
+    return None if got >= cost else (best, got)
 
 
 def _trim_keep(cfg: Config, o: EntryOptions) -> int:

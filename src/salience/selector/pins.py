@@ -90,8 +90,9 @@ def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: 
     trial[i, FULL] = False
     trial[i, TRIM] = True
     slack = budget - least(trial)
-    grown = trim_to(i, int(costs[i, TRIM] + slack)) if slack > 0 else None
-    if grown is None or not costs[i, TRIM] < grown[1] < costs[i, FULL]:
+    room = int(costs[i, TRIM] + slack)
+    grown = trim_to(i, room) if slack > 0 else None
+    if grown is None or not costs[i, TRIM] < grown[1] < costs[i, FULL] or grown[1] > room:
         return {}
     costs[i, TRIM] = grown[1]
     return {i: grown[0]}
