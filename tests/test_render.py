@@ -194,28 +194,3 @@ def test_the_latest_result_over_the_budget_keeps_as_much_as_fits() -> None:
     lines = sum(f"total_{i} = " in kept for i in range(40))
     assert lines >= 30, kept  # trim_keep (a quarter) would keep about 10 of the 40
     assert result.restore(list(result.archive)) == messages
-
-
-def test_the_grown_trim_cuts_the_least_telling_lines() -> None:
-    """The newest pin's grown trim cuts the run of lines that holds the least (a column of
-    ``True``, a rule of dashes), not the middle: a traceback keeps the code lines the fix copies."""
-    from salience import Compactor
-
-    code = [f"    {i} total_{i} = price_{i} * qty_{i}" for i in range(8)]
-    observation = "\n".join(["Observation:", *["True"] * 16, "- " * 20, *code, "ValueError: bad qty",
-                             "You have 3 steps left."])
-    messages = [
-        {"role": "user", "content": "fix the totals"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c0", "type": "function", "function": {"name": "run", "arguments": '{"cmd": "pytest"}'}}]},
-        {"role": "tool", "tool_call_id": "c0", "content": observation},
-    ]
-    words = TokenCounter(lambda text: len(text.split()))
-    compactor = Compactor(counter=words, digest=0)
-    full = sum(words.count_entry(e) for e in compactor.compact(messages, budget=10_000).transcript.entries)
-    result = compactor.compact(messages, budget=full - 12)
-    assert result.tokens <= full - 12 and "m2" in result.trimmed
-    kept = next(e.content for e in result.transcript.entries if e.id == "m2")
-    assert all(line in kept for line in code), kept
-    assert kept.count("True") < 16
-    assert result.restore(list(result.archive)) == messages

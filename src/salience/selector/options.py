@@ -31,7 +31,7 @@ from salience.scorer.handles import handles
 from salience.selector import knapsack
 from salience.selector.masking import tool_name
 from salience.selector.params import Config
-from salience.selector.render import stub_text, trim_block, trim_text
+from salience.selector.render import stub_text, trim_text
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values, value_set
@@ -118,13 +118,12 @@ def cap(cfg: Config, entry: Entry, cost: int) -> Entry | None:
 
 
 def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
-            values: Sequence[str] | None = None, block: bool = False) -> tuple[Entry, int] | None:
+            values: Sequence[str] | None = None) -> tuple[Entry, int] | None:
     """``entry`` (``cost`` tokens) trimmed to about ``limit`` tokens as the counter bills it
     (four tries to come under it; the last may not), keeping as much as that allows, and what
     it then costs; None when nothing is cut or trimming would not save. The marker lists those
     of ``values`` its cut middle held (:func:`trim_text`; ``None``: a tool result's own values,
-    as :func:`work_out`'s trims). ``block``: cut the least telling run of lines
-    (:func:`trim_block`) instead of the middle."""
+    as :func:`work_out`'s trims)."""
     counter = cfg.counter
     if values is None:
         values = extract_values(entry.content) if entry.role == "tool" else ()
@@ -132,8 +131,8 @@ def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
     keep = limit - (cost - text_tokens) - 24  # room for the marker
     best: Entry | None = None
     for _ in range(4):
-        text = (trim_block if block else trim_text)(entry.content, max(0, keep), counter, entry_id=entry.id,
-                                                    total=text_tokens, values=values, max_values=cfg.stub_values)
+        text = trim_text(entry.content, max(0, keep), counter, entry_id=entry.id, total=text_tokens,
+                         values=values, max_values=cfg.stub_values)
         if text is None:
             break
         best = entry.with_content(text)

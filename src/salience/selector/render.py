@@ -31,9 +31,8 @@ import re
 from collections.abc import Sequence
 
 from salience.tokens import TokenCounter
-from salience.values import extract_values
 
-__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "quote_value", "stub_text", "trim_block", "trim_text"]
+__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "quote_value", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -42,9 +41,6 @@ RESTORE_TOOL = "salience_restore"
 
 #: Share of the kept tokens that go to the head (the rest to the tail).
 HEAD_SHARE = 0.6
-#: What a value (:func:`salience.values.extract_values`) on a line weighs beside its letters and
-#: digits when :func:`trim_block` picks the lines to cut: an output line of ids is no rule of dashes.
-VALUE_LETTERS = 20
 #: Longest value a stub quotes (longer ones are cut with "...").
 MAX_VALUE_CHARS = 40
 
@@ -134,79 +130,6 @@ def trim_text(
                 if len(lost) >= max_values:
                     break
     listed = f"; cut: {', '.join(lost)}" if lost else ""
-    marker = (f"{MARKER} trimmed {cut} token{'s' if cut != 1 else ''}{line_part} from {entry_id}; "
-              f"restore id {entry_id} via {RESTORE_TOOL}{listed}]")
-    sep_head = "" if not head or head.endswith("\n") else "\n"
-    sep_tail = "\n" if tail else ""
-    return f"{head}{sep_head}{marker}{sep_tail}{tail}"
-
-
-def trim_block(
-    text: str,
-    keep: int,
-    counter: TokenCounter,
-    *,
-    entry_id: str,
-    total: int | None = None,
-    values: Sequence[str] = (),
-    max_values: int = 8,
-) -> str | None:
-    """``text`` with about ``keep`` tokens kept, the cut being the run of whole lines (never the
-    first) that frees enough tokens and holds the least: its letters and digits, and
-    :data:`VALUE_LETTERS` for each value. A rule of dashes and a column of ``True`` go before
-    the code lines of a traceback, which :func:`trim_text` cut as its middle. The marker is
-    :func:`trim_text`'s; a text of fewer than three lines is cut as :func:`trim_text` cuts it.
-    (What the newest pin's grown trim uses: :func:`salience.selector.pins.grow_trim`.)
-
-    >>> from salience.tokens import TokenCounter
-    >>> words = TokenCounter(lambda t: len(t.split()))
-    >>> text = "Traceback:\\n- - - - - - - -\\n. . . . . .\\n3 total = price * qty\\nValueError: qty"
-    >>> print(trim_block(text, 10, words, entry_id="m3"))
-    Traceback:
-    [salience: trimmed 14 tokens (2 lines) from m3; restore id m3 via salience_restore]
-    3 total = price * qty
-    ValueError: qty
-    """
-    if not text:
-        return None
-    total = counter.count(text) if total is None else total
-    if keep < 0 or total <= 0 or keep >= total:
-        return None
-    lines = text.splitlines(keepends=True)
-    if len(lines) < 3:
-        return trim_text(text, keep, counter, entry_id=entry_id, total=total, values=values, max_values=max_values)
-    cost = [counter.count(line) for line in lines]
-    info = [sum(ch.isalnum() for ch in line) + VALUE_LETTERS * len(extract_values(line)) for line in lines]
-    need = total - keep
-    best: tuple[int, int, int] | None = None  # (letters cut, start, stop)
-    stop, freed, lost = 1, 0, 0
-    for start in range(1, len(lines)):
-        while stop < len(lines) and freed < need:
-            freed += cost[stop]
-            lost += info[stop]
-            stop += 1
-        if freed < need:
-            break
-        if best is None or lost < best[0]:
-            best = (lost, start, stop)
-        freed -= cost[start]
-        lost -= info[start]
-    if best is None:
-        return None
-    _, a, b = best
-    head, middle, tail = "".join(lines[:a]), "".join(lines[a:b]), "".join(lines[b:])
-    cut = max(1, total - counter.count(head) - counter.count(tail))
-    n = middle.count("\n")
-    line_part = f" ({n} line{'s' if n != 1 else ''})" if n else ""
-    lost_values: list[str] = []
-    if max_values > 0 and values:
-        kept = head + tail
-        for v in values:
-            if v in middle and v not in kept:
-                lost_values.append(quote_value(v))
-                if len(lost_values) >= max_values:
-                    break
-    listed = f"; cut: {', '.join(lost_values)}" if lost_values else ""
     marker = (f"{MARKER} trimmed {cut} token{'s' if cut != 1 else ''}{line_part} from {entry_id}; "
               f"restore id {entry_id} via {RESTORE_TOOL}{listed}]")
     sep_head = "" if not head or head.endswith("\n") else "\n"

@@ -305,8 +305,8 @@ class Run:
             ):
                 allowed[first, _DROP] = False
         # the newest soft pin, where it cannot stay whole, keeps as much as fits trimmed (pins.grow_trim)
-        self._grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs), lambda i, limit:
-                                trim_to(cfg, self.source.entries[i], int(self.src_cost[i]), limit, block=True))
+        self._grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
+                                lambda i, limit: trim_to(cfg, self.source.entries[i], int(self.src_cost[i]), limit))
         exempt = pins.copy()
         for i in fixed:
             exempt[i] = True
