@@ -980,6 +980,29 @@ def test_the_assistants_plain_last_words_are_not_pinned() -> None:
     assert result.kept == ("m3",)
 
 
+def test_a_turn_said_again_word_for_word_weighs_once() -> None:
+    """API-Bank-style: the user gives the same credentials at each request. A second copy keeps
+    nothing the newest does not, so the room goes to what else the user said; the scores
+    reported stay the scorer's."""
+    login = {"role": "user", "content": "My username is testuser, password is testpass, and email is testuser@example.com."}
+    messages = [
+        login,
+        {"role": "assistant", "content": "Thank you. What is the description, time and place of the agenda item?"},
+        {"role": "user", "content": "The description is Dinner with friends, the time is March 20th, 2023 and the "
+                                    "location is the Cheesecake Factory."},
+        {"role": "assistant", "content": "Please give me your username, password and email again."},
+        login,
+        {"role": "assistant", "content": "Got it."},
+    ]
+    assert total_tokens(messages[:1]) <= total_tokens(messages[2:3])  # either fits beside the newest copy
+    scorer = DictScorer({"m0": 0.9, "m2": 0.5, "m4": 0.3}, default=0.0)
+    budget = total_tokens([messages[2], messages[4]]) + 1
+    result = make(scorer=scorer).compact(messages, budget=budget)
+    assert result.tokens <= budget
+    assert result.kept == ("m2", "m4")
+    assert result.scores is not None and result.scores.tolist() == [0.9, 0.0, 0.5, 0.0, 0.3, 0.0]
+
+
 def test_a_budget_that_holds_no_message_is_a_budget_error_not_an_empty_list() -> None:
     # No system prompt, and the budget is below the latest message in any form: an empty
     # list is no answer (providers refuse it). keep_pins gives the latest message, over budget.

@@ -222,7 +222,8 @@ class Rows:
     lists are not to be changed (the arrays are read-only): the next transcript's rows
     share them for its first entries."""
 
-    __slots__ = ("_arrays", "_base", "_calls", "_code", "_edits", "_passed", "_system", "_users", "entries", "full",
+    __slots__ = ("_arrays", "_base", "_calls", "_code", "_edits", "_passed", "_repeats", "_system", "_users", "entries",
+                 "full",
                  "full_cost", "ids", "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
 
     def __init__(self) -> None:
@@ -245,6 +246,7 @@ class Rows:
         self._users: np.ndarray | None = None
         self._code: np.ndarray | None = None
         self._calls: np.ndarray | None = None
+        self._repeats: np.ndarray | None = None
         self._edits: tuple[dict[str, Any], np.ndarray] | None = None
         # (how many calls passed each value, the values passed at least `least` times, least) over every entry
         self._passed: tuple[Counter[str], frozenset[str], int] | None = None
@@ -322,6 +324,30 @@ class Rows:
             self._code = self._flags("_code", lambda e: e.role == "assistant" and not e.tool_calls and bool(e.content)
                                      and ACTION_BLOCK.search(e.content) is not None)
         return self._code
+
+    def repeats(self) -> np.ndarray:
+        """Per entry, the newest later entry that says it again word for word (a user turn or
+        the assistant's plain words, the same role and the same text), or -1.
+
+        >>> from salience import Transcript
+        >>> login = {"role": "user", "content": "My username is ann, password pw1."}
+        >>> t = Transcript.from_openai([login, {"role": "assistant", "content": "Thanks."},
+        ...     {"role": "user", "content": "Book it."}, {"role": "assistant", "content": "Thanks."}, login])
+        >>> r = Rows()
+        >>> r.entries = t.entries
+        >>> r.repeats().tolist()
+        [4, 3, -1, -1, -1]
+        """
+        if self._repeats is None:
+            out = np.full(len(self.entries), -1, dtype=np.int64)
+            newest: dict[tuple[str, str], int] = {}
+            for i in range(len(self.entries) - 1, -1, -1):
+                e = self.entries[i]
+                if e.role in ("user", "assistant") and e.content and not e.tool_calls:
+                    out[i] = newest.setdefault((e.role, e.content), i)
+            out[out == np.arange(len(out))] = -1
+            self._repeats = _frozen(out)
+        return self._repeats
 
     def calls(self) -> np.ndarray:
         """How many tool calls each entry makes."""

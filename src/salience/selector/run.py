@@ -54,7 +54,7 @@ from salience.selector.pins import grow_trim, pin_worth, strict_pins, window_act
 from salience.selector.problem import WHOLE_ONLY
 from salience.selector.render import MARKER, quote_value
 from salience.selector.result import Compaction, Ledger
-from salience.selector.scoring import checked_scores
+from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values
 
@@ -199,12 +199,11 @@ class Run:
             return self._tail
         pins = np.zeros(self.n, dtype=bool)
         left, entries, code = self.cfg.pin_last, self.source.entries, self.code_actions()
-        # The newest entries are what the agent answers: a user turn, a result, its own
-        # action. Its own plain words ("Let me get your token.") answer nothing: the score
-        # weighs those like any other entry, and they do not count, so that the result the
-        # agent just got stays pinned when it then said "Now let me modify the alarm."
-        # (API-Bank, held out, 25%: 0.506 -> 0.515 of the references, code support 0.189 ->
-        # 0.252 where the window keeps 0.261; the other sets unchanged.)
+        # The newest entries are what the agent answers: a user turn, a result, its own action. Its own plain
+        # words ("Let me get your token.") answer nothing: the score weighs those like any other entry, and they
+        # do not count, so that the result the agent just got stays pinned when it then said "Now let me modify
+        # the alarm." (API-Bank, held out, 25%: 0.506 -> 0.515 of the references, code support 0.189 -> 0.252
+        # where the window keeps 0.261; the other sets unchanged.)
         for i in range(self.n - 1, -1, -1):
             if not left:
                 break
@@ -277,7 +276,9 @@ class Run:
             allowed[i, opt] = True
             if entry is not None:
                 costs[i, opt] = cfg.counter.count_entry(entry)
-        scores = self.scores(query)
+        raw = self.scores(query)
+        # A text said again word for word weighs once, on its newest copy (scoring.unrepeated); reported: the scorer's
+        scores = unrepeated(raw, self.rows.repeats())
         pins = self.pins()
         if cfg.pin_last_user:
             # A last user turn that cannot fit whole is no pin: it would only ever be kept
@@ -384,7 +385,7 @@ class Run:
         values[:, _DROP] = 0.0
         if soft.any():
             values = values + pin_worth(values, soft)
-        return Problem(costs=costs, values=values, allowed=allowed, scores=scores, phase=ph, pins=int(pins.sum()),
+        return Problem(costs=costs, values=values, allowed=allowed, scores=raw, phase=ph, pins=int(pins.sum()),
                        soft=soft)
 
     def min_cost(self, allowed: np.ndarray, costs: np.ndarray) -> float:
@@ -449,13 +450,12 @@ class Run:
         """
         if not self.acts():
             return None
-        # What the pins whole leave beside them, up to ``share``: the digest costs no pin its form
-        # (a fifth at least, as before, degraded one wherever they left less, and the answer was
-        # then mostly worth less: airline held out, 10% / 25%, +0.145 / +0.187 -> +0.215 / +0.203
-        # over the window, SWE-agent +0.273 -> +0.364 at 10%, the others unchanged, as on split
-        # seed 1). Where they cannot be whole at all (the call the newest result answers may alone
-        # cost more), ``share``: a session token in one line is what no whole message could keep
-        # (ToolTalk held out, 10%: 0.144 -> 0.230, the window 0.114; a fifth was below DIGEST_MIN).
+        # What the pins whole leave beside them, up to ``share``: the digest costs no pin its form (a fifth at least,
+        # as before, degraded one wherever they left less, and the answer was then mostly worth less: airline held
+        # out, 10% / 25%, +0.145 / +0.187 -> +0.215 / +0.203 over the window, SWE-agent +0.273 -> +0.364 at 10%, the
+        # others unchanged, as on split seed 1). Where they cannot be whole at all (the call the newest result answers
+        # may alone cost more), ``share``: a session token in one line is what no whole message could keep (ToolTalk
+        # held out, 10%: 0.144 -> 0.230, the window 0.114; a fifth was below DIGEST_MIN).
         room = budget - self.min_cost(prob.whole_pins(), prob.costs)
         reserve = int(budget * share) if room <= 0 else min(int(budget * share), int(room))
         reserve = min(reserve, DIGEST_MAX)

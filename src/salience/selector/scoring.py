@@ -3,6 +3,7 @@
 :func:`checked_scores` calls any object with ``score(transcript, query=None)`` and
 checks what comes back (one number in [0, 1] per entry, else a
 :class:`~salience.errors.ScorerError` naming the scorer and the entry).
+:func:`unrepeated` weighs a turn said again word for word once.
 :func:`fallback_scorer` is what a :class:`~salience.selector.compactor.Compactor`
 without a scorer uses: :func:`salience.scorer.model.default_scorer` when available,
 else a recency and role prior (with one warning saying why).
@@ -24,7 +25,7 @@ import numpy as np
 from salience.errors import ScorerError, describe
 from salience.transcript import Transcript
 
-__all__ = ["checked_scores", "fallback_scorer"]
+__all__ = ["checked_scores", "fallback_scorer", "unrepeated"]
 
 _got = describe
 
@@ -79,3 +80,23 @@ def checked_scores(scorer: Any, transcript: Transcript, query: str | None) -> np
         raise ScorerError(f"scorer {name}: scores must be in [0, 1] (got {float(scores[i])!r} for entry "
                           f"{transcript.entries[i].id!r})")
     return np.clip(scores, 0.0, 1.0)
+
+
+def unrepeated(scores: np.ndarray, repeats: np.ndarray) -> np.ndarray:
+    """``scores`` as the selection weighs them: an entry said again word for word later
+    (``repeats[i]``, its newest copy, or -1; :meth:`Rows.repeats
+    <salience.selector.options.Rows.repeats>`) weighs nothing, and its newest copy as much
+    as the best of them. Keeping two copies of one text keeps nothing the newest alone does
+    not: a user who gives the same credentials at each request (API-Bank) had two or three
+    copies kept in place of what the next call needed. ``scores`` is not modified.
+
+    >>> unrepeated(np.array([0.9, 0.2, 0.4, 0.3]), np.array([2, -1, -1, -1])).tolist()
+    [0.0, 0.2, 0.9, 0.3]
+    """
+    older = np.flatnonzero(repeats >= 0)
+    if not len(older):
+        return scores
+    out = scores.copy()
+    np.maximum.at(out, repeats[older], scores[older])
+    out[older] = 0.0
+    return out
