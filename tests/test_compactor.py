@@ -984,7 +984,8 @@ def test_a_turn_said_again_word_for_word_weighs_once() -> None:
     """API-Bank-style: the user gives the same credentials at each request. A second copy keeps
     nothing the newest does not, so the room goes to what else the user said; the scores
     reported stay the scorer's."""
-    login = {"role": "user", "content": "My username is testuser, password is testpass, and email is testuser@example.com."}
+    login = {"role": "user",
+             "content": "My username is testuser, password is testpass, and email is testuser@example.com."}
     messages = [
         login,
         {"role": "assistant", "content": "Thank you. What is the description, time and place of the agenda item?"},

@@ -223,8 +223,8 @@ class Rows:
     share them for its first entries."""
 
     __slots__ = ("_arrays", "_base", "_calls", "_code", "_edits", "_passed", "_repeats", "_system", "_users", "entries",
-                 "full",
-                 "full_cost", "ids", "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of", "units")
+                 "full", "full_cost", "ids", "names", "opts", "parent", "parents", "pretrimmed", "src_cost", "unit_of",
+                 "units")
 
     def __init__(self) -> None:
         self.entries: tuple[Entry, ...] = ()
