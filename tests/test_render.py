@@ -3,6 +3,7 @@ what a stub says and what it costs; the ids :func:`~salience.selector.render.mar
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -193,4 +194,39 @@ def test_the_latest_result_over_the_budget_keeps_as_much_as_fits() -> None:
     kept = next(e.content for e in result.transcript.entries if e.id == "m2")
     lines = sum(f"total_{i} = " in kept for i in range(40))
     assert lines >= 30, kept  # trim_keep (a quarter) would keep about 10 of the 40
+    assert result.restore(list(result.archive)) == messages
+
+
+@pytest.mark.parametrize("written", ["reply", "call"])
+def test_the_latest_result_keeps_the_lines_that_quote_the_action_it_answers(written: str) -> None:
+    """A traceback over the budget shows the agent's own code after its first frames, then the library's:
+    the grown trim cuts the run of lines that quotes the fewest lines of the action the result
+    answers, so the frame with the failing line stays, where a middle cut lost it; the output
+    fits, and restoring gives the history back. The action may be written in the reply (MINT)
+    or passed as a call's argument."""
+    from salience import Compactor
+
+    code = "def total(price, qty):\n    subtotal = price * qty\n    return subtotal + shipping_cost(qty)"
+    frames = [f'  File "/usr/lib/python3/site-packages/lib_{i}.py", line {i}, in helper_{i}' for i in range(50)]
+    trace = "\n".join(["Traceback (most recent call last):", *frames[:22], '  File "cell.py", line 3, in total',
+                       "    return subtotal + shipping_cost(qty)", *frames[22:],
+                       "NameError: name 'shipping_cost' is not defined"])
+    if written == "reply":
+        action: dict = {"role": "assistant", "content": f"<execute>\n{code}\n</execute>"}
+        result_message: dict = {"role": "user", "content": "Observation:\n" + trace}
+    else:
+        args = json.dumps({"path": "cell.py", "content": code})
+        action = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": "run_code", "arguments": args}}]}
+        result_message = {"role": "tool", "tool_call_id": "c0", "content": trace}
+    messages = [{"role": "user", "content": "make total() work"}, action, result_message]
+    words = TokenCounter(lambda text: len(text.split()))
+    compactor = Compactor(counter=words, digest=0)
+    full = sum(words.count_entry(e) for e in compactor.compact(messages, budget=10_000).transcript.entries)
+    result = compactor.compact(messages, budget=full - 120)  # the result cannot stay whole beside its action
+    assert result.tokens <= full - 120
+    assert "m2" in result.trimmed
+    kept = next(e.content for e in result.transcript.entries if e.id == "m2")
+    assert "return subtotal + shipping_cost(qty)" in kept, kept  # the middle cut loses it
+    assert "NameError" in kept and kept.startswith(result_message["content"][:20])
     assert result.restore(list(result.archive)) == messages

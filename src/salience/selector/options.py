@@ -118,12 +118,13 @@ def cap(cfg: Config, entry: Entry, cost: int) -> Entry | None:
 
 
 def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
-            values: Sequence[str] | None = None) -> tuple[Entry, int] | None:
+            values: Sequence[str] | None = None, quoting: Sequence[str] = ()) -> tuple[Entry, int] | None:
     """``entry`` (``cost`` tokens) trimmed to about ``limit`` tokens as the counter bills it
     (four tries to come under it; the last may not), keeping as much as that allows, and what
     it then costs; None when nothing is cut or trimming would not save. The marker lists those
     of ``values`` its cut middle held (:func:`trim_text`; ``None``: a tool result's own values,
-    as :func:`work_out`'s trims)."""
+    as :func:`work_out`'s trims); ``quoting``: the lines of the action it answers, which the cut
+    spares where it can (:func:`salience.selector.render.quoted_cut`)."""
     counter = cfg.counter
     if values is None:
         values = extract_values(entry.content) if entry.role == "tool" else ()
@@ -132,7 +133,7 @@ def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
     best: Entry | None = None
     for _ in range(4):
         text = trim_text(entry.content, max(0, keep), counter, entry_id=entry.id, total=text_tokens,
-                         values=values, max_values=cfg.stub_values)
+                         values=values, max_values=cfg.stub_values, quoting=quoting)
         if text is None:
             break
         best = entry.with_content(text)

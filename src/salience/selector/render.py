@@ -6,7 +6,9 @@ tool a model calls to get the entry back, :data:`RESTORE_TOOL` (see
 :meth:`salience.selector.compactor.Compaction.restore`).
 
 A trimmed entry keeps its head and its tail; the middle becomes one line (a tool result's
-also lists the values that only the middle held)::
+also lists the values that only the middle held); given the lines of the action a result
+answers (``quoting``), the cut is the run of lines that quotes the fewest of them, so that a
+traceback keeps the frames that show the agent's own code::
 
     [salience: trimmed 640 tokens (38 lines) from m12; restore id m12 via salience_restore; cut: HAT136]
 
@@ -27,12 +29,18 @@ and that budget went to fewer values in sight: issue #14.) The restore tool's de
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
 
 from salience.tokens import TokenCounter
+from salience.transcript import Entry
 
-__all__ = ["MARKER", "RESTORE_TOOL", "marker_ids", "quote_value", "stub_text", "trim_text"]
+__all__ = ["MARKER", "QUOTE_MIN_CHARS", "RESTORE_TOOL", "action_lines", "answered_lines", "marker_ids", "quote_value",
+           "quoted_cut", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -41,6 +49,8 @@ RESTORE_TOOL = "salience_restore"
 
 #: Share of the kept tokens that go to the head (the rest to the tail).
 HEAD_SHARE = 0.6
+#: Shortest line of an action (stripped) that :func:`trim_text` looks for in a result (``quoting``).
+QUOTE_MIN_CHARS = 10
 #: Longest value a stub quotes (longer ones are cut with "...").
 MAX_VALUE_CHARS = 40
 
@@ -81,6 +91,7 @@ def trim_text(
     total: int | None = None,
     values: Sequence[str] = (),
     max_values: int = 8,
+    quoting: Sequence[str] = (),
 ) -> str | None:
     """``text`` with about ``keep`` tokens kept (60% head, 40% tail) and the middle
     replaced by a one-line marker; ``None`` when there is nothing worth cutting.
@@ -90,6 +101,9 @@ def trim_text(
     cut, and the id that restores the entry. Of ``values`` (the entry's key values), those that
     only the cut middle held, at most ``max_values``, are listed at the marker's end (``; cut:
     ...``), as a stub lists its values: the ids of a search result's middle rows stay in sight.
+
+    ``quoting``: lines of the action that ``text`` answers (see :func:`quoted_cut`). Where lines
+    of ``text`` quote them, the cut is the run of whole lines that quotes the fewest.
 
     >>> from salience.tokens import TokenCounter
     >>> words = TokenCounter(lambda t: len(t.split()))
@@ -108,16 +122,20 @@ def trim_text(
     total = counter.count(text) if total is None else total
     if keep < 0 or total <= 0 or keep >= total:
         return None
-    chars_per_token = len(text) / total
-    head_chars = int(keep * HEAD_SHARE * chars_per_token)
-    tail_chars = int((keep - keep * HEAD_SHARE) * chars_per_token)
-    if head_chars + tail_chars >= len(text):
-        return None
-    head_end = _snap(text, head_chars, max(60, int(head_chars * 0.3)), after=False)
-    tail_start = _snap(text, len(text) - tail_chars, max(60, int(tail_chars * 0.3)), after=True)
-    if tail_start <= head_end:
-        return None
-    head, middle, tail = text[:head_end], text[head_end:tail_start], text[tail_start:]
+    parts = quoted_cut(text, keep, counter, total, quoting) if quoting else None
+    if parts is not None:
+        head, middle, tail = parts
+    else:
+        chars_per_token = len(text) / total
+        head_chars = int(keep * HEAD_SHARE * chars_per_token)
+        tail_chars = int((keep - keep * HEAD_SHARE) * chars_per_token)
+        if head_chars + tail_chars >= len(text):
+            return None
+        head_end = _snap(text, head_chars, max(60, int(head_chars * 0.3)), after=False)
+        tail_start = _snap(text, len(text) - tail_chars, max(60, int(tail_chars * 0.3)), after=True)
+        if tail_start <= head_end:
+            return None
+        head, middle, tail = text[:head_end], text[head_end:tail_start], text[tail_start:]
     cut = max(1, total - counter.count(head) - counter.count(tail))
     lines = middle.count("\n")
     line_part = f" ({lines} line{'s' if lines != 1 else ''})" if lines else ""
@@ -135,6 +153,93 @@ def trim_text(
     sep_head = "" if not head or head.endswith("\n") else "\n"
     sep_tail = "\n" if tail else ""
     return f"{head}{sep_head}{marker}{sep_tail}{tail}"
+
+
+def quoted_cut(text: str, keep: int, counter: TokenCounter, total: int,
+               quoting: Sequence[str]) -> tuple[str, str, str] | None:
+    """``(head, middle, tail)`` of ``text`` where the middle is the run of whole lines (never the
+    first) that frees ``total - keep`` tokens and quotes the fewest of ``quoting`` (lines of the
+    action that ``text`` answers, each held as a substring), nearest to where :func:`trim_text`
+    would cut on ties; ``None`` when no line after the first quotes one (then the middle goes).
+
+    A traceback shows the agent's code where it failed, between a header and the error, and
+    the next action rewrites those lines: a middle cut lost them. (MINT held out, system +
+    10%: the code lines its actions copy, +0.079 -> +0.173 over the sliding window.)
+
+    >>> from salience.tokens import TokenCounter
+    >>> words = TokenCounter(lambda t: len(t.split()))
+    >>> text = ("Traceback (most recent call last):\\n  line 3, in <module>\\n    total = price * qty\\n"
+    ...         "  line 9, in mul\\n    return a * b\\nTypeError: can't multiply str by int")
+    >>> head, middle, tail = quoted_cut(text, 14, words, 24, ["total = price * qty"])
+    >>> "total = price * qty" in head + tail, "return a * b" in middle
+    (True, True)
+    """
+    lines = text.splitlines(keepends=True)
+    quotes = [any(q in line for q in quoting) for line in lines]
+    if len(lines) < 3 or not any(quotes[1:]):
+        return None
+    cost = [counter.count(line) for line in lines]
+    need = total - keep
+    target, acc, mid = keep * HEAD_SHARE, 0.0, 1  # the line trim_text's cut would start near
+    for k, c in enumerate(cost):
+        if acc >= target:
+            mid = max(1, k)
+            break
+        acc += c
+    best: tuple[int, int, int, int] | None = None  # (quoted lines cut, distance from mid, start, stop)
+    stop, freed, lost = 1, 0, 0
+    for start in range(1, len(lines)):
+        while stop < len(lines) and freed < need:
+            freed += cost[stop]
+            lost += quotes[stop]
+            stop += 1
+        if freed < need:
+            break
+        if best is None or (lost, abs(start - mid)) < best[:2]:
+            best = (lost, abs(start - mid), start, stop)
+        freed -= cost[start]
+        lost -= quotes[start]
+    if best is None:
+        return None
+    a, b = best[2], best[3]
+    return "".join(lines[:a]), "".join(lines[a:b]), "".join(lines[b:])
+
+
+def action_lines(entry: Entry, code: bool) -> tuple[str, ...]:
+    """The lines (stripped, :data:`QUOTE_MIN_CHARS` or longer) of an agent's action: its code
+    (``code``: the action is written in the reply) and the string arguments of its calls.
+
+    >>> from salience.transcript import ToolCall
+    >>> call = ToolCall(id="c1", name="edit", arguments='{"new": "def f(a, b):\\\\n    return a + b"}')
+    >>> action_lines(Entry(id="m3", role="assistant", tool_calls=(call,)), False)
+    ('def f(a, b):', 'return a + b')
+    """
+    texts = [entry.content] if code and entry.content else []
+    for call in entry.tool_calls:
+        try:
+            texts.extend(_strings(json.loads(call.arguments)))
+        except ValueError:
+            texts.append(call.arguments)
+    lines = (line.strip() for t in texts for line in t.splitlines())
+    return tuple(dict.fromkeys(line for line in lines if len(line) >= QUOTE_MIN_CHARS))
+
+
+def answered_lines(entries: Sequence[Entry], code: Sequence[bool] | np.ndarray, i: int) -> tuple[str, ...]:
+    """:func:`action_lines` of the newest action before ``entries[i]`` (a call, or ``code``
+    written in the reply): what the result or turn ``i`` answers; ``()`` when there is none."""
+    j = next((j for j in range(i - 1, -1, -1) if code[j] or entries[j].tool_calls), None)
+    return () if j is None else action_lines(entries[j], bool(code[j]))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
 
 
 def stub_text(entry_id: str, *, tokens: int, values: Sequence[str] = (), max_values: int = 8) -> str:

@@ -52,7 +52,7 @@ from salience.selector.options import OptionsCache, min_cost, rows, trim_to, uni
 from salience.selector.params import Config
 from salience.selector.pins import grow_trim, pin_worth, strict_pins, window_actions
 from salience.selector.problem import WHOLE_ONLY
-from salience.selector.render import MARKER, quote_value
+from salience.selector.render import MARKER, answered_lines, quote_value
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
@@ -288,9 +288,8 @@ class Run:
                 pins[u] = False
         for i in fixed:
             pins[i] = False
-        # System entries are hard pins: whole or nothing. The other pins are soft: they
-        # stay whole whenever the budget allows, and degrade (trim, stub, then drop),
-        # oldest first, before a BudgetError is raised.
+        # System entries are hard pins: whole or nothing. The other pins are soft: they stay whole whenever the
+        # budget allows, and degrade (trim, stub, then drop), oldest first, before a BudgetError is raised.
         hard = pins & self.system_mask() if self.cfg.pin_system else np.zeros(self.n, dtype=bool)
         soft = pins & ~hard
         allowed[hard] = WHOLE_ONLY
@@ -305,9 +304,11 @@ class Run:
                 and allowed[first, :_DROP].any()
             ):
                 allowed[first, _DROP] = False
-        # the newest soft pin, where it cannot stay whole, keeps as much as fits trimmed (pins.grow_trim)
+        # the newest soft pin that cannot stay whole keeps as much as fits, sparing what quotes its action (grow_trim)
+        ents = self.source.entries
         self._grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
-                                lambda i, limit: trim_to(cfg, self.source.entries[i], int(self.src_cost[i]), limit))
+                                lambda i, limit: trim_to(cfg, ents[i], int(self.src_cost[i]), limit,
+                                                         quoting=answered_lines(ents, self.code_actions(), i)))
         exempt = pins.copy()
         for i in fixed:
             exempt[i] = True
@@ -356,9 +357,8 @@ class Run:
         allowed = mask_options(self.source, policy, ph, allowed=allowed, costs=costs, scores=scores,
                                budget=budget, exempt=exempt)
         retain = np.tile(np.asarray(cfg.retain, dtype=float), (self.n, 1))
-        # A trimmed or stubbed entry keeps some of its values (ids, numbers, paths) in
-        # sight; what the next steps reuse are those values, so the share it keeps
-        # counts for half of what the form is worth.
+        # A trimmed or stubbed entry keeps some of its values (ids, numbers, paths) in sight; what the next steps
+        # reuse are those values, so the share it keeps counts for half of what the form is worth.
         assert self._cover is not None  # set by options() above
         known = self._cover >= 0
         if not self.acts():
@@ -466,8 +466,8 @@ class Run:
         allowed = prob.allowed.copy()
         allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
         allowed[self.code_actions() & (choices == _FULL)] = WHOLE_ONLY
-        # Nor what the user said: a user turn it keeps stays in its form (values are no stand-in for a
-        # request; held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md).
+        # Nor what the user said: a user turn it keeps stays in its form (values are no stand-in for a request;
+        # held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md).
         users = self.rows.users()
         allowed[users & (choices == _FULL)] = WHOLE_ONLY
         trimmed = users & (choices == _TRIM)
