@@ -75,7 +75,8 @@ def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: 
     SWE-agent +0.318 -> +0.364 of the independent references; what the room went to before:
     airline's user turns kept whole 0.286 -> 0.272, MINT by our own definition +0.388 -> +0.369.
     ``least``: the cheapest selection's cost under an ``allowed`` matrix; ``trim_to(i, limit)``:
-    entry ``i`` trimmed to at most ``limit`` tokens and what it costs, or ``None``.
+    entry ``i`` trimmed to at most ``limit`` tokens and what it costs, or ``None`` (the compactor's
+    spares the lines that quote the action the entry answers: :func:`salience.selector.render.quoted_cut`).
     """
     if not soft.any():
         return {}
