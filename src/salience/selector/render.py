@@ -29,6 +29,8 @@ and that budget went to fewer values in sight: issue #14.) The restore tool's de
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -174,8 +176,17 @@ def quoted_cut(text: str, keep: int, counter: TokenCounter, total: int,
     >>> "total = price * qty" in head + tail, "return a * b" in middle
     (True, True)
     """
+    hits = [q for q in quoting if q in text]  # most lines of an action are in no result: one scan each
+    if not hits:
+        return None
     lines = text.splitlines(keepends=True)
-    quotes = [any(q in line for q in quoting) for line in lines]
+    starts = list(itertools.accumulate((len(line) for line in lines[:-1]), initial=0))
+    quotes = [False] * len(lines)
+    for q in hits:  # a quoted line holds no line break, so each match falls within one line
+        at = text.find(q)
+        while at >= 0:
+            quotes[bisect.bisect_right(starts, at) - 1] = True
+            at = text.find(q, at + 1)
     if len(lines) < 3 or not any(quotes[1:]):
         return None
     cost = [counter.count(line) for line in lines]
