@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import re
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
+from salience.scorer.handles import call_text
 from salience.tokens import TokenCounter
 from salience.transcript import Entry
 
@@ -226,11 +225,8 @@ def action_lines(entry: Entry, code: bool) -> tuple[str, ...]:
     ('def f(a, b):', 'return a + b')
     """
     texts = [entry.content] if code and entry.content else []
-    for call in entry.tool_calls:
-        try:
-            texts.extend(_strings(json.loads(call.arguments)))
-        except ValueError:
-            texts.append(call.arguments)
+    if entry.tool_calls:
+        texts.append(call_text(entry))  # the arguments' leaves, one after another
     lines = (line.strip() for t in texts for line in t.splitlines())
     return tuple(dict.fromkeys(line for line in lines if len(line) >= QUOTE_MIN_CHARS))
 
@@ -240,17 +236,6 @@ def answered_lines(entries: Sequence[Entry], code: Sequence[bool] | np.ndarray, 
     written in the reply): what the result or turn ``i`` answers; ``()`` when there is none."""
     j = next((j for j in range(i - 1, -1, -1) if code[j] or entries[j].tool_calls), None)
     return () if j is None else action_lines(entries[j], bool(code[j]))
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def stub_text(entry_id: str, *, tokens: int, values: Sequence[str] = (), max_values: int = 8) -> str:
