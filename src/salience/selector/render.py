@@ -233,7 +233,20 @@ def action_lines(entry: Entry, code: bool) -> tuple[str, ...]:
 
 def answered_lines(entries: Sequence[Entry], code: Sequence[bool] | np.ndarray, i: int) -> tuple[str, ...]:
     """:func:`action_lines` of the newest action before ``entries[i]`` (a call, or ``code``
-    written in the reply): what the result or turn ``i`` answers; ``()`` when there is none."""
+    written in the reply): what the result or turn ``i`` answers; ``()`` when there is none, or
+    when ``entries[i]`` is itself an action (its lines that repeat the one before are not what
+    it adds).
+
+    >>> from salience import Transcript
+    >>> t = Transcript.from_openai([{"role": "assistant", "content": "<execute>\\nprint(total(2, 3))\\n</execute>"},
+    ...     {"role": "user", "content": "Observation: NameError"},
+    ...     {"role": "assistant", "content": "<execute>\\nprint(total(2, 3))\\n</execute>"}])
+    >>> code = [True, False, True]
+    >>> answered_lines(t.entries, code, 1), answered_lines(t.entries, code, 2)
+    (('print(total(2, 3))', '</execute>'), ())
+    """
+    if code[i] or entries[i].tool_calls:
+        return ()
     j = next((j for j in range(i - 1, -1, -1) if code[j] or entries[j].tool_calls), None)
     return () if j is None else action_lines(entries[j], bool(code[j]))
 
