@@ -226,6 +226,44 @@ def test_digest_lists_the_values_calls_keep_passing_first() -> None:
     assert result.restore(list(result.archive)) == messages
 
 
+def creating_history() -> list[dict[str, Any]]:
+    """An agent that logs in, looks at the calendar, then creates the same event twice: each
+    create call passes seven values that an earlier call passed too, the session token last."""
+    args = ('{{"name": "Weekly team sync", "event_type": "meeting", "location": "online room four", '
+            '"attendees": ["justinkool", "salcano", "ahhchiu", "decture"], "start": "2023-09-{day} 09:00", '
+            f'"session_token": "{TOKEN}"}}}}')
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an assistant with calendar tools."},
+        {"role": "user", "content": "Log me in as kim_lee_42 with password Hx9kLm2pQ please."},
+        _call(0, "UserLogin", '{"username": "kim_lee_42", "password": "Hx9kLm2pQ"}'),
+        {"role": "tool", "tool_call_id": "c0", "content": f'{{"session_token": "{TOKEN}"}}'},
+        _call(1, "GetCalendar", f'{{"session_token": "{TOKEN}"}}'),
+        {"role": "tool", "tool_call_id": "c1", "content": '{"events": []}'},
+        {"role": "user", "content": "Set up the weekly team sync for the next two weeks."},
+    ]
+    for i, day in ((2, 17), (3, 24)):
+        messages.append(_call(i, "CreateEvent", args.format(day=day)))
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f'{{"event_id": "EV{i}7Q2"}}'})
+    messages.append({"role": "user", "content": "Thanks. Now make it three weeks."})
+    return messages
+
+
+def test_a_digest_lists_as_many_recurring_values_as_fit_the_most_passed_first() -> None:
+    """Where the newest archived holder's recurring values do not all fit, the digest lists as
+    many as do under it, the value the most calls passed first (the session token, passed by
+    three calls), rather than the token alone under an older holder."""
+    messages = creating_history()
+    budget = 40
+    result = Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=budget)
+    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    listed = found[1].split(DIGEST, 1)[1].rstrip("]").split("; ")
+    assert listed[0].startswith(f"m9 (CreateEvent): {TOKEN}, Weekly team sync, "), listed
+    assert "decture" not in found[1]  # not every one fits
+    assert result.restore(list(result.archive)) == messages
+
+
 def _ends_with_a_costly_call(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``messages`` with the last turn replaced by a call of 70-odd words and its short result."""
     messages[-1] = _call(4, "DeleteEvent", f'{{"session_token": "{TOKEN}", "note": "' + "word " * 70 + '"}')

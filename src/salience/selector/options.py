@@ -405,6 +405,11 @@ class Rows:
         self._passed = (count, result, least)
         return result
 
+    def passes(self) -> Counter[str]:
+        """How many of the entries' calls passed each value, as :meth:`passed_by_calls` last
+        counted them (empty before it has)."""
+        return self._passed[0] if self._passed is not None else Counter()
+
 
 def _same_prefix(a: tuple[Entry, ...], b: tuple[Entry, ...]) -> int:
     """How many leading entries ``a`` and ``b`` share (the same objects)."""
