@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -40,8 +40,8 @@ from salience.scorer.handles import call_text
 from salience.tokens import TokenCounter
 from salience.transcript import Entry
 
-__all__ = ["MARKER", "QUOTE_MIN_CHARS", "RESTORE_TOOL", "action_lines", "answered_lines", "marker_ids", "quote_value",
-           "quoted_cut", "stub_text", "trim_text"]
+__all__ = ["MARKER", "QUOTE_MIN_CHARS", "RESTORE_TOOL", "action_lines", "answered_lines", "digest_part",
+           "fitting_prefix", "marker_ids", "quote_value", "quoted_cut", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -282,3 +282,27 @@ def marker_ids(text: str) -> list[str]:
     ['m3']
     """
     return [a or b for a, b in _MARKER_ID.findall(text)]
+
+
+def digest_part(entry_id: str, label: str | None, values: list[str], *, more: bool) -> str:
+    """A digest's part for one entry: ``id (label): v1, v2``, or ``, v1, v2`` where it adds
+    to that entry's part (``more``: its recurring values were listed first)."""
+    listing = ", ".join(quote_value(v) for v in values)
+    return ", " + listing if more else entry_id + (f" ({label})" if label else "") + ": " + listing
+
+
+def fitting_prefix(values: list[str], render: Callable[[list[str]], str], count: Callable[[str], int],
+                    limit: int) -> int:
+    """How many of ``values``, from the first, ``render`` in at most ``limit`` tokens (``count``):
+    a longer prefix never costs fewer.
+
+    >>> fitting_prefix(["ab", "cd", "ef", "gh"], ", ".join, len, 7)
+    2
+    >>> fitting_prefix(["abcdefgh"], ", ".join, len, 7)
+    0
+    """
+    lo, hi = 0, len(values) + 1  # lo values fit; hi do not, or are more than there are
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if count(render(values[:mid])) <= limit else (lo, mid)
+    return lo

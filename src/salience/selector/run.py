@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +53,7 @@ from salience.selector.options import OptionsCache, min_cost, rows, trim_to, uni
 from salience.selector.params import Config
 from salience.selector.pins import grow_trim, pin_worth, strict_pins, window_actions
 from salience.selector.problem import WHOLE_ONLY
-from salience.selector.render import MARKER, answered_lines, quote_value
+from salience.selector.render import MARKER, answered_lines, digest_part, fitting_prefix
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
@@ -438,7 +438,8 @@ class Run:
         entries that no whole entry shows, each entry's id first (so each stays restorable):
         first the values that at least :data:`RECURRING_MIN` of the agent's calls passed
         (:meth:`recurring`: a session token, a user id, what the next call most likely passes
-        again), under their newest archived holder, then best score first. The agent's
+        again), under their newest archived holder (as many as fit, the most passed first: held
+        out, 10%, airline 0.447 -> 0.450, ToolTalk 0.200 -> 0.202), then best score first. The agent's
         actions that ``choices`` keeps (its state-changing calls, its code actions whole)
         are kept in the new solve too, and so are the user turns it keeps, each in its form (a
         list of values is no stand-in for what the user asked); its read calls may go, their
@@ -516,9 +517,6 @@ class Run:
         parts: list[str] = []
         worth = 0.0
         misses = 0
-        # First the values the agent's calls keep passing (a session token, a user id), each
-        # under its newest archived holder; then, best score first, every archived entry's
-        # values that nothing shows yet (an entry of the first part may come again, for the rest).
         recurring = self.recurring()
         # Lazily: the loop below mostly fills the room long before the end of the list. An entry
         # whose recurring values were all shown before the loop lists nothing in its first part
@@ -541,20 +539,13 @@ class Run:
                 continue
             at = listed.get(i)
             label = self.names[i] or (entries[i].tool_calls[0].name if entries[i].tool_calls else None)
-            text = _listing(entries[i].id, label, fresh, more=at is not None)
-            extra = counter.count(text) + 1
-            if used + extra > room and only_recurring and len(fresh) > 1:
-                # As many of its recurring values as fit, the most passed first: of a create call's
-                # nine arguments, the session token every call passes (held out, 10%: airline
-                # 0.447 -> 0.450, ToolTalk 0.200 -> 0.202; nothing else moved).
+            part = functools.partial(digest_part, entries[i].id, label, more=at is not None)
+            if only_recurring and len(fresh) > 1 and used + counter.count(part(fresh)) + 1 > room:
                 passes = self.rows.passes()
                 fresh = sorted(fresh, key=lambda v: -passes[v])
-                k = _fitting_prefix(fresh[:-1], functools.partial(_listing, entries[i].id, label, more=at is not None),
-                                    counter.count, room - used - 1)
-                if k:
-                    fresh = fresh[:k]
-                    text = _listing(entries[i].id, label, fresh, more=at is not None)
-                    extra = counter.count(text) + 1
+                fresh = fresh[:max(fitting_prefix(fresh, part, counter.count, room - used - 1), 1)]
+            text = part(fresh)
+            extra = counter.count(text) + 1
             if used + extra > room:
                 misses += 1
                 continue
@@ -706,26 +697,3 @@ class Run:
     def full_choices(self) -> np.ndarray:
         return np.zeros(self.n, dtype=np.int64)
 
-
-def _listing(entry_id: str, label: str | None, values: list[str], *, more: bool) -> str:
-    """A digest's part for one entry: ``id (label): v1, v2``, or ``, v1, v2`` where it adds
-    to that entry's part (``more``: its recurring values were listed first)."""
-    listing = ", ".join(quote_value(v) for v in values)
-    return ", " + listing if more else entry_id + (f" ({label})" if label else "") + ": " + listing
-
-
-def _fitting_prefix(values: list[str], render: Callable[[list[str]], str], count: Callable[[str], int],
-                    limit: int) -> int:
-    """How many of ``values``, from the first, ``render`` in at most ``limit`` tokens (``count``):
-    a longer prefix never costs fewer.
-
-    >>> _fitting_prefix(["ab", "cd", "ef", "gh"], ", ".join, len, 7)
-    2
-    >>> _fitting_prefix(["abcdefgh"], ", ".join, len, 7)
-    0
-    """
-    lo, hi = 0, len(values) + 1  # lo values fit; hi do not, or are more than there are
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if count(render(values[:mid])) <= limit else (lo, mid)
-    return lo
