@@ -230,3 +230,33 @@ def test_the_latest_result_keeps_the_lines_that_quote_the_action_it_answers(writ
     assert "return subtotal + shipping_cost(qty)" in kept, kept  # the middle cut loses it
     assert "NameError" in kept and kept.startswith(result_message["content"][:20])
     assert result.restore(list(result.archive)) == messages
+
+
+def test_every_result_s_trim_keeps_the_lines_that_quote_the_action_it_answers() -> None:
+    """Not only the newest result's: an older traceback's trimmed form (the trim_keep share) spares the
+    frame that quotes the code of the action it answers, where a middle cut of the same size loses it."""
+    from salience import Compactor
+    from salience.selector.options import entry_options, rows, work_out
+    from salience.selector.problem import TRIM
+    from salience.transcript import Transcript
+
+    code = "def total(price, qty):\n    subtotal = price * qty\n    return subtotal + shipping_cost(qty)"
+    frames = [f'  File "/usr/lib/python3/site-packages/lib_{i}.py", line {i}, in helper_{i}' for i in range(100)]
+    trace = "\n".join(["Traceback (most recent call last):", *frames[:15], '  File "cell.py", line 3, in total',
+                       "    return subtotal + shipping_cost(qty)", *frames[15:],
+                       "NameError: name 'shipping_cost' is not defined"])
+    messages = [{"role": "user", "content": "make total() work"},
+                {"role": "assistant", "content": f"<execute>\n{code}\n</execute>"},
+                {"role": "user", "content": "Observation:\n" + trace},
+                {"role": "assistant", "content": "shipping_cost is missing; shall I define it?"},
+                {"role": "user", "content": "yes, a flat 5 per order"}]
+    cfg = Compactor()._config(1000)
+    source = Transcript.from_openai(messages, id="t")
+    renders = rows(cfg, None, source).arrays(cfg)[0]
+    trimmed = renders[2][TRIM]
+    assert trimmed is not None and "[salience: trimmed" in trimmed.content
+    assert "return subtotal + shipping_cost(qty)" in trimmed.content, trimmed.content
+    plain = entry_options(cfg, None, source.entries[2])
+    work_out(cfg, plain)  # the middle cut, quoting nothing
+    assert plain.trim is not None and "return subtotal + shipping_cost(qty)" not in plain.trim.content
+    assert len(trimmed.content.split()) <= len(plain.trim.content.split()) + 10  # about the same size

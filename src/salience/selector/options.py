@@ -31,7 +31,7 @@ from salience.scorer.handles import handles
 from salience.selector import knapsack
 from salience.selector.masking import tool_name
 from salience.selector.params import Config
-from salience.selector.render import stub_text, trim_text
+from salience.selector.render import action_lines, stub_text, trim_text
 from salience.tooltypes import ToolType, tool_type
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values, value_set
@@ -153,12 +153,16 @@ def _trim_keep(cfg: Config, o: EntryOptions) -> int:
     return int(round(k * tokens)) if isinstance(k, float) else min(int(k), tokens)
 
 
-def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
+def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None, quoting: Sequence[str] = ()) -> None:
     """The trimmed and stubbed forms of ``o`` (each only if cheaper than the better ones).
 
     ``call``: the entry whose tool calls answer ``o`` (a tool result's), kept in every form
     while its result is: the stub lists the values its arguments do not, so that no slot
-    repeats what the call beside it says.
+    repeats what the call beside it says. ``quoting``: the lines of the action ``o`` answers
+    (:func:`~salience.selector.render.action_lines`), which its trim spares where it can, as the
+    newest result's does (a traceback's frames that show the agent's code: held out, SWE-agent's
+    code lines +0.255 -> +0.294 over the window at 5%, its references +0.364 -> +0.409 at 15%,
+    MINT's code lines +0.173 -> +0.176 at 10%; nothing else moved at 10% or 25%).
     """
     counter = cfg.counter
     src = o.entry
@@ -171,7 +175,7 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None) -> None:
         # 25%; split seed 1 airline +0.218 / +0.204 -> +0.231 / +0.205. Every trim listing them
         # cost MINT's task turns 0.057 of its own-definition recall at 25%.)
         text = trim_text(src.content, _trim_keep(cfg, o), counter, entry_id=src.id,
-                         values=values if src.role == "tool" else (), max_values=cfg.stub_values)
+                         values=values if src.role == "tool" else (), max_values=cfg.stub_values, quoting=quoting)
         # A form differs from the entry in its content alone: its count_entry is the entry's
         # (src_cost) less the content's count plus the form's, the same cached counts summed,
         # and the form's Entry is made only when the form is offered.
@@ -269,13 +273,21 @@ class Rows:
             m = 0
         entries, parents, opts = self.entries, self.parents, self.opts
         n = len(opts)
+        code = self.code()
+        acting = lambda j: bool(code[j]) or bool(entries[j].tool_calls)  # noqa: E731
+        last = next((j for j in range(m - 1, -1, -1) if acting(j)), -1)  # the newest action before entry m
+        quoting: tuple[str, ...] = () if last < 0 else action_lines(entries[last], bool(code[last]))
         for i in range(m, n):
             o = opts[i]
             p = parents[i]
             # A tool result is kept only beside its call: the call's values need no slot in its stub.
             call = entries[p] if p >= 0 else None
-            if not o.done or o.call is not call:
-                work_out(cfg, o, call)
+            if acting(i):
+                if not o.done or o.call is not call:
+                    work_out(cfg, o, call)
+                last, quoting = i, action_lines(entries[i], bool(code[i]))
+            elif not o.done or o.call is not call:
+                work_out(cfg, o, call, quoting=quoting)
         new = opts[m:]
         costs = np.zeros((n, 4), dtype=np.int64)
         available = np.zeros((n, 4), dtype=bool)
