@@ -273,19 +273,21 @@ class Rows:
             m = 0
         entries, parents, opts = self.entries, self.parents, self.opts
         n = len(opts)
+        # the agent's actions (a call, or code written in the reply), and the lines of the newest one so far,
+        # which what answers it quotes
         code = self.code()
-        acting = lambda j: bool(code[j]) or bool(entries[j].tool_calls)  # noqa: E731
-        last = next((j for j in range(m - 1, -1, -1) if acting(j)), -1)  # the newest action before entry m
-        quoting: tuple[str, ...] = () if last < 0 else action_lines(entries[last], bool(code[last]))
+        acting = code | (self.calls() > 0)
+        before = np.flatnonzero(acting[:m])
+        quoting = action_lines(entries[before[-1]], bool(code[before[-1]])) if len(before) else ()
         for i in range(m, n):
             o = opts[i]
             p = parents[i]
             # A tool result is kept only beside its call: the call's values need no slot in its stub.
             call = entries[p] if p >= 0 else None
-            if acting(i):
+            if acting[i]:
                 if not o.done or o.call is not call:
                     work_out(cfg, o, call)
-                last, quoting = i, action_lines(entries[i], bool(code[i]))
+                quoting = action_lines(entries[i], bool(code[i]))
             elif not o.done or o.call is not call:
                 work_out(cfg, o, call, quoting=quoting)
         new = opts[m:]

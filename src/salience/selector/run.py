@@ -696,4 +696,3 @@ class Run:
 
     def full_choices(self) -> np.ndarray:
         return np.zeros(self.n, dtype=np.int64)
-
