@@ -260,3 +260,14 @@ def test_every_result_s_trim_keeps_the_lines_that_quote_the_action_it_answers() 
     work_out(cfg, plain)  # the middle cut, quoting nothing
     assert plain.trim is not None and "return subtotal + shipping_cost(qty)" not in plain.trim.content
     assert len(trimmed.content.split()) <= len(plain.trim.content.split()) + 10  # about the same size
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab\0.-", min_size=1, max_size=4), max_size=8),
+       st.lists(st.text(alphabet="ab\0.-", min_size=1, max_size=6), max_size=8))
+def test_outside_is_inside_no_value(strings: list[str], values: list[str]) -> None:
+    """The one-search form of "inside none of the values" (a user turn's handles its stub adds) is
+    the test against each value, NULs included."""
+    from salience.selector.options import outside
+
+    assert outside(strings, values) == [s for s in strings if not any(s in v for v in values)]
