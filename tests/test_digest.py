@@ -292,6 +292,24 @@ def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> No
     _lists_the_token(compactor.compact(messages, budget=budget), messages, budget)
 
 
+def test_a_digest_lists_the_agent_s_newest_action_first() -> None:
+    """Where the agent's newest action cannot stay beside what must (its call alone costs more than
+    the budget), the digest names it first with its values: what the agent just did stays in sight,
+    rather than a history that ends as if the call had not been made."""
+    messages = session_history()
+    messages[-1] = _call(4, "CancelBooking", '{"booking_id": "BK7Q2Z9X", "note": "' + "word " * 70 + '"}')
+    messages.append({"role": "tool", "tool_call_id": "c4", "content": "cancelled"})
+    budget = 40
+    result = Compactor(scorer=Results(), counter=WORDS).compact(messages, budget=budget)
+    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+    assert "m10" not in result.kept  # the CancelBooking call, archived
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    listed = found[1].split(DIGEST, 1)[1].rstrip("]").split("; ")
+    assert listed[0] == "m10 (CancelBooking): BK7Q2Z9X", listed
+    assert result.restore(list(result.archive)) == messages
+
+
 def test_the_digest_takes_what_the_pins_leave() -> None:
     """A long system prompt and a long last user turn leave the pins little room beside them,
     less than a fifth of the budget: the digest takes that room, so that every pin stays whole,

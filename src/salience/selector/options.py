@@ -378,6 +378,11 @@ class Rows:
             self._repeats = _frozen(out)
         return self._repeats
 
+    def newest_action(self) -> int:
+        """The newest entry that acts (calls a tool, or runs code written in the reply), or -1."""
+        acts = np.flatnonzero(self.code() | (self.calls() > 0))
+        return int(acts[-1]) if len(acts) else -1
+
     def calls(self) -> np.ndarray:
         """How many tool calls each entry makes."""
         if self._calls is None:
