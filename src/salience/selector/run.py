@@ -437,7 +437,7 @@ class Run:
         becomes a stub that also lists, entry by entry, the values of the other archived
         entries that no whole entry shows, each entry's id first (so each stays restorable): first
         the agent's newest action's, where it is archived (what it just did, as many as fit; held out,
-        10%: airline 0.450 -> 0.462, MINT by our definition +0.370 -> +0.380), then the values that at
+        10%: airline 0.450 -> 0.463, MINT by our definition +0.370 -> +0.380), then the values that at
         least :data:`RECURRING_MIN` of the agent's calls passed
         (:meth:`recurring`: a session token, a user id, what the next call most likely passes
         again), under their newest archived holder (as many as fit, the most passed first: held
