@@ -184,7 +184,8 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             to a *digest*, which takes what the pins whole leave beside them up to that share
             (that share where they cannot be whole at all), so that it never costs a pin its form:
             one archived entry's stub that also lists the values of the other archived
-            entries that nothing kept shows, each under its entry's id, taken only when the
+            entries that nothing kept shows, each under its entry's id (the agent's newest
+            action first, where it is archived), taken only when the
             answer is then worth more; the agent's actions and the user's turns that the plain
             answer keeps stay as they are (:meth:`Run.digest
             <salience.selector.run.Run.digest>`; never in a conversation without tool
