@@ -271,3 +271,32 @@ def test_outside_is_inside_no_value(strings: list[str], values: list[str]) -> No
     from salience.selector.options import outside
 
     assert outside(strings, values) == [s for s in strings if not any(s in v for v in values)]
+
+
+def test_an_observation_reused_after_another_action_is_trimmed_for_the_action_now_before_it() -> None:
+    """An entry's forms are cached by the entry: the same observation object in a history whose
+    action before it differs (the agent's code edited, the history rewritten) is trimmed for that
+    action, as a cold compactor trims it, not for the one the cache first saw."""
+    from salience import Compactor
+
+    code = "def total(price, qty):\n    subtotal = price * qty\n    return subtotal + shipping_cost(qty)"
+    frames = [f'  File "/usr/lib/python3/site-packages/lib_{i}.py", line {i}, in helper_{i}' for i in range(100)]
+    trace = "\n".join(["Traceback (most recent call last):", *frames[:15], '  File "cell.py", line 3, in total',
+                       "    return subtotal + shipping_cost(qty)", *frames[15:],
+                       "NameError: name 'shipping_cost' is not defined"])
+    observation = {"role": "user", "content": "Observation:\n" + trace}
+    tail = [{"role": "assistant", "content": "shipping_cost is missing; shall I define it?"},
+            {"role": "user", "content": "yes, a flat 5 per order"}]
+
+    def history(action: str) -> list[dict]:
+        return [{"role": "user", "content": "make total() work"},
+                {"role": "assistant", "content": f"<execute>\n{action}\n</execute>"}, observation, *tail]
+
+    words = TokenCounter(lambda text: len(text.split()))
+    warm = Compactor(counter=words, digest=0)
+    first = warm.compact(history("print('hello there world')"), budget=300)
+    assert "return subtotal + shipping_cost(qty)" not in str(first.messages[2]["content"])  # nothing to spare
+    again = warm.compact(history(code), budget=300)
+    cold = Compactor(counter=words, digest=0).compact(history(code), budget=300)
+    assert again.messages == cold.messages
+    assert "return subtotal + shipping_cost(qty)" in str(again.messages[2]["content"])

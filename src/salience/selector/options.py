@@ -46,7 +46,7 @@ class EntryOptions:
     """One entry's forms and their token counts (what a run needs of it, cached per entry)."""
 
     __slots__ = ("entry", "src_cost", "full", "full_cost", "done", "trim", "trim_cost", "stub", "stub_cost",
-                 "trim_cover", "stub_cover", "call", "values", "passed")
+                 "trim_cover", "stub_cover", "call", "quoting", "values", "passed")
 
     def __init__(self, entry: Entry, src_cost: int, full: Entry, full_cost: int) -> None:
         self.entry = entry
@@ -61,6 +61,7 @@ class EntryOptions:
         self.trim_cover = -1.0  # share of the entry's values the trimmed form shows; -1: no values
         self.stub_cover = -1.0
         self.call: Entry | None = None  # the entry whose calls work_out left out of the stub
+        self.quoting: Sequence[str] = ()  # the lines of the action it answers, which work_out's trim spared
         self.values: tuple[str, ...] | None = None  # its content's and calls' values (Run.digest's)
         self.passed: tuple[str, ...] | None = None  # those of them its calls pass (Run.recurring's)
 
@@ -181,6 +182,7 @@ def work_out(cfg: Config, o: EntryOptions, call: Entry | None = None, quoting: S
     counter = cfg.counter
     src = o.entry
     o.call = call
+    o.quoting = quoting
     if src.content:
         values = extract_values(src.content)
         # A tool result's trim lists the values its cut middle held, as its stub would: the ids of a
@@ -287,10 +289,9 @@ class Rows:
             m = 0
         entries, parents, opts = self.entries, self.parents, self.opts
         n = len(opts)
-        # the agent's actions (a call, or code written in the reply), and the lines of the newest one so far,
-        # which what answers it quotes
-        code = self.code()
-        acting = code | (self.calls() > 0)
+        # the lines of the newest action so far, which what answers it quotes (an action itself quotes nothing: its
+        # lines that repeat the one before are not what it adds)
+        code, acting = self.code(), self.acting()
         before = np.flatnonzero(acting[:m])
         quoting = action_lines(entries[before[-1]], bool(code[before[-1]])) if len(before) else ()
         for i in range(m, n):
@@ -298,12 +299,12 @@ class Rows:
             p = parents[i]
             # A tool result is kept only beside its call: the call's values need no slot in its stub.
             call = entries[p] if p >= 0 else None
+            answers = () if acting[i] else quoting
+            # an entry's options are cached by the entry: another history may put another action before it
+            if not o.done or o.call is not call or o.quoting != answers:
+                work_out(cfg, o, call, quoting=answers)
             if acting[i]:
-                if not o.done or o.call is not call:
-                    work_out(cfg, o, call)
                 quoting = action_lines(entries[i], bool(code[i]))
-            elif not o.done or o.call is not call:
-                work_out(cfg, o, call, quoting=quoting)
         new = opts[m:]
         costs = np.zeros((n, 4), dtype=np.int64)
         available = np.zeros((n, 4), dtype=bool)
@@ -378,9 +379,13 @@ class Rows:
             self._repeats = _frozen(out)
         return self._repeats
 
+    def acting(self) -> np.ndarray:
+        """The entries that act: call a tool, or run code written in the reply."""
+        return self.code() | (self.calls() > 0)
+
     def newest_action(self) -> int:
-        """The newest entry that acts (calls a tool, or runs code written in the reply), or -1."""
-        acts = np.flatnonzero(self.code() | (self.calls() > 0))
+        """The newest entry that acts (:meth:`acting`), or -1."""
+        acts = np.flatnonzero(self.acting())
         return int(acts[-1]) if len(acts) else -1
 
     def calls(self) -> np.ndarray:

@@ -34,14 +34,12 @@ import itertools
 import re
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from salience.scorer.handles import call_text
 from salience.tokens import TokenCounter
 from salience.transcript import Entry
 
-__all__ = ["MARKER", "QUOTE_MIN_CHARS", "RESTORE_TOOL", "action_lines", "answered_lines", "digest_part",
-           "fitting_prefix", "marker_ids", "quote_value", "quoted_cut", "stub_text", "trim_text"]
+__all__ = ["MARKER", "QUOTE_MIN_CHARS", "RESTORE_TOOL", "action_lines", "digest_part", "fitting_prefix", "marker_ids",
+           "quote_value", "quoted_cut", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -229,26 +227,6 @@ def action_lines(entry: Entry, code: bool) -> tuple[str, ...]:
         texts.append(call_text(entry))  # the arguments' leaves, one after another
     lines = (line.strip() for t in texts for line in t.splitlines())
     return tuple(dict.fromkeys(line for line in lines if len(line) >= QUOTE_MIN_CHARS))
-
-
-def answered_lines(entries: Sequence[Entry], code: Sequence[bool] | np.ndarray, i: int) -> tuple[str, ...]:
-    """:func:`action_lines` of the newest action before ``entries[i]`` (a call, or ``code``
-    written in the reply): what the result or turn ``i`` answers; ``()`` when there is none, or
-    when ``entries[i]`` is itself an action (its lines that repeat the one before are not what
-    it adds).
-
-    >>> from salience import Transcript
-    >>> t = Transcript.from_openai([{"role": "assistant", "content": "<execute>\\nprint(total(2, 3))\\n</execute>"},
-    ...     {"role": "user", "content": "Observation: NameError"},
-    ...     {"role": "assistant", "content": "<execute>\\nprint(total(2, 3))\\n</execute>"}])
-    >>> code = [True, False, True]
-    >>> answered_lines(t.entries, code, 1), answered_lines(t.entries, code, 2)
-    (('print(total(2, 3))', '</execute>'), ())
-    """
-    if code[i] or entries[i].tool_calls:
-        return ()
-    j = next((j for j in range(i - 1, -1, -1) if code[j] or entries[j].tool_calls), None)
-    return () if j is None else action_lines(entries[j], bool(code[j]))
 
 
 def stub_text(entry_id: str, *, tokens: int, values: Sequence[str] = (), max_values: int = 8) -> str:

@@ -53,7 +53,7 @@ from salience.selector.options import OptionsCache, min_cost, rows, trim_to, uni
 from salience.selector.params import Config
 from salience.selector.pins import grow_trim, pin_worth, strict_pins, window_actions
 from salience.selector.problem import WHOLE_ONLY
-from salience.selector.render import MARKER, answered_lines, digest_part, fitting_prefix
+from salience.selector.render import MARKER, digest_part, fitting_prefix
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
@@ -306,10 +306,10 @@ class Run:
             ):
                 allowed[first, _DROP] = False
         # the newest soft pin that cannot stay whole keeps as much as fits, sparing what quotes its action (grow_trim)
-        ents = self.source.entries
+        ents, opts = self.source.entries, self.opts
         self._grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
                                 lambda i, limit: trim_to(cfg, ents[i], int(self.src_cost[i]), limit,
-                                                         quoting=answered_lines(ents, self.code_actions(), i)))
+                                                         quoting=opts[i].quoting))
         exempt = pins.copy()
         for i in fixed:
             exempt[i] = True
