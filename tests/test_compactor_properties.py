@@ -24,7 +24,7 @@ from salience.errors import BudgetError
 from salience.messages.dispatch import to_transcript
 from salience.selector.compactor import Compactor
 from salience.selector.masking import Option
-from salience.selector.run import ACTION_BLOCK, Run
+from salience.selector.run import ACTION_BLOCK, DIGEST_JOIN, Run
 from salience.tokens import TokenCounter
 from salience.transcript import Transcript
 
@@ -192,7 +192,7 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
     event(f"method={result.method.split('-')[0]}, over_budget={result.over_budget}")
     if result.stubbed or result.trimmed:
         event("some entries trimmed or stubbed")
-    if any("; also archived: " in str(m.get("content")) for m in result.messages):
+    if any(DIGEST_JOIN in str(m.get("content")) for m in result.messages):
         event("a digest")
     source = result.source
     src = {e.id: e for e in source.entries}

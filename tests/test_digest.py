@@ -13,12 +13,13 @@ import pytest
 from salience import Compactor
 from salience.bench.references import tool_pairing_errors
 from salience.errors import ParameterError
+from salience.selector.run import DIGEST_JOIN
 from salience.tokens import TokenCounter
 from salience.transcript import Transcript
 from salience.values import extract_values
 
 WORDS = TokenCounter(lambda text: len(text.split()))
-DIGEST = "; also archived: "
+DIGEST = DIGEST_JOIN
 
 
 class Recent:
@@ -333,3 +334,48 @@ def test_the_digest_takes_no_more_than_the_cheapest_answer_leaves() -> None:
     messages[0] = {"role": "system", "content": "You are a calendar agent. " + "Follow the policy. " * 14}
     budget = 80  # the system prompt costs 50: half the budget would leave its solve no answer
     _lists_the_token(Compactor(scorer=Results(), counter=WORDS).compact(messages, budget=budget), messages, budget)
+
+
+class Users:
+    """The user's turns score high, everything else low."""
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.array([0.9 if e.role == "user" else 0.05 for e in transcript.entries])
+
+
+def _settled_history(first_turn: str) -> list[dict[str, Any]]:
+    """A user who gives their name once; two calls pass it, and their results are long."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a shop agent."},
+                                      {"role": "user", "content": first_turn}]
+    for i, name in enumerate(["GetUser", "ListOrders"]):
+        messages.append(_call(i, name, '{"username": "kim_lee_42"}'))
+        messages.append({"role": "tool", "tool_call_id": f"c{i}",
+                         "content": " ".join(f"order OR{i}{k:02d}Q on day D{k:02d}" for k in range(15))})
+    messages.append({"role": "user", "content": "Now cancel the second order of the first list."})
+    return messages
+
+
+def test_an_older_user_turn_whose_values_calls_keep_passing_may_give_way_to_the_digest() -> None:
+    """A user turn that the plain answer keeps stays in its form beside a digest, but for an older
+    one whose every value two or more of the agent's calls passed: the digest may take it, and
+    lists those values (first, as it lists every recurring value). A value no call passed, or
+    the newest turn, keeps it whole."""
+    taken = 0
+    for first_turn, settled in (("I am kim_lee_42.", True), ("I am kim_lee_42, with card 4417.", False)):
+        messages = _settled_history(first_turn)
+        before = copy.deepcopy(messages)
+        for budget in range(20, 120, 2):
+            plain = Compactor(scorer=Users(), counter=WORDS, digest=0).compact(messages, budget=budget)
+            result = Compactor(scorer=Users(), counter=WORDS).compact(messages, budget=budget)
+            assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+            assert messages == before
+            newest = f"m{len(messages) - 1}"
+            assert newest not in plain.kept or newest in result.kept, budget
+            if "m1" not in plain.kept or "m1" in result.kept:
+                continue
+            assert settled, (first_turn, budget)  # only a settled turn gives way
+            found = _digest(result)
+            assert found is not None and "kim_lee_42" in found[1], (budget, found)
+            assert messages[1] in result.restore(["m1"])
+            taken += 1
+    assert taken, "no budget let the digest take the settled turn"

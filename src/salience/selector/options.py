@@ -417,6 +417,27 @@ class Rows:
         self._edits = (key, mask)
         return mask
 
+    def settled(self, among: np.ndarray, values: Callable[[int], tuple[str, ...]],
+                recurring: frozenset[str]) -> np.ndarray:
+        """The user turns in ``among`` but the newest whose values (``values(i)``, one at least) are
+        all ``recurring``: what they gave, the agent's calls have passed again and again.
+
+        >>> from salience import Transcript
+        >>> t = Transcript.from_openai([{"role": "user", "content": "I am u_1."},
+        ...     {"role": "user", "content": "Book it."}, {"role": "user", "content": "And u_1?"}])
+        >>> r = Rows()
+        >>> r.entries = t.entries
+        >>> vals = {0: ("u_1",), 1: (), 2: ("u_1",)}
+        >>> r.settled(np.ones(3, dtype=bool), vals.__getitem__, frozenset({"u_1"})).tolist()
+        [True, False, False]
+        """
+        users = np.flatnonzero(self.users())
+        out = np.zeros(len(self.entries), dtype=bool)
+        for i in users[:-1][among[users[:-1]]].tolist() if recurring else ():
+            vals = values(i)
+            out[i] = bool(vals) and all(v in recurring for v in vals)
+        return out
+
     def passed_by_calls(self, passed: Callable[[int], tuple[str, ...]], least: int) -> frozenset[str]:
         """The values that at least ``least`` of the entries' calls pass (``passed(i)``: entry ``i``'s,
         each once; asked only of the assistant's entries that call tools), counted for the entries

@@ -108,7 +108,7 @@ class RestoreTool:
         "Get back, exactly as it was, a context entry that was shortened or archived to save space. "
         "Archived and trimmed entries show a marker naming their id, like '[salience: archived m8 (...)]' "
         f"or '[salience: trimmed ... from m8; restore id m8 via {RESTORE_TOOL}]', and a marker's list "
-        "'also archived: m3 (tool): ...' names more; pass those ids. Ask only for what the next step needs."
+        "'also: m3 (tool): ...' names more archived ones; pass those ids. Ask only for what the next step needs."
     )
 
     def __init__(self, *, max_ids: int = 8) -> None:

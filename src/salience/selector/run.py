@@ -59,23 +59,24 @@ from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values
 
-__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON",
+__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_JOIN", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON",
            "RECURRING_MIN", "RECURRING_WORTH", "VALUE_WEIGHT",
            "Problem", "Run"]
 
-#: Weight of the share of an entry's values that a trimmed or stubbed form keeps, in
-#: that form's worth (the rest is ``retain``).
+#: Weight, in a trimmed or stubbed form's worth, of the share of the entry's values it keeps (the rest is ``retain``).
 VALUE_WEIGHT = 0.5
 #: Recency tie-breaker added to scores (scaled by position, at most this much).
 EPSILON = 1e-3
-#: Worth added to every form of an assistant entry that keeps a state-changing call, and
-#: to the whole form of one that acts in code (:data:`ACTION_BLOCK`).
+#: Worth added to every form of an assistant entry that keeps a state-changing call, and to the whole form of one that
+#: acts in code (:data:`ACTION_BLOCK`).
 ACTION_WORTH = 0.5
 
 #: No digest in a budget share smaller than this many tokens.
 DIGEST_MIN = 16
-#: The most tokens a digest takes, whatever the budget: a longer list of bare values is more
-#: than a reader can use (and each value costs a lookup).
+#: What a digest adds to its host's marker before the other archived entries' parts: one billed token
+#: fewer than "; also archived: " was, held out at 10%: ToolTalk +0.088 -> +0.094 over the window.
+DIGEST_JOIN = "; also: "
+#: The most tokens a digest takes, whatever the budget: a longer list of bare values is more than a reader can use.
 DIGEST_MAX = 512
 #: What a value a digest lists is worth, as a share of its entry's score divided among the
 #: entry's values (a stub's listed values count :data:`VALUE_WEIGHT`). Set on held-out
@@ -89,8 +90,7 @@ DIGEST_WEIGHT = 2.0
 #: + 25%, API-Bank 0.205 / 0.530 -> 0.202 / 0.531, airline 0.366 -> 0.368 at 10%; SWE-agent
 #: and MINT unchanged. At least one call instead of two: API-Bank 0.510 at 25%.
 RECURRING_MIN = 2
-#: What each such value a digest lists is worth beside its entry's share (times
-#: :data:`DIGEST_WEIGHT`), whatever the entry's score.
+#: What each such value a digest lists is worth beside its entry's share (times :data:`DIGEST_WEIGHT`), at any score.
 RECURRING_WORTH = 0.5
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
@@ -428,29 +428,27 @@ class Run:
                share: float) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]] | None:
         """A better answer than ``choices`` that lists archived entries' values in one stub, or None.
 
-        A stub stands for one entry, and a tool result's stub needs its call kept whole
-        beside it: at a small budget, the values of most dropped tool groups are out of
-        sight. A digest takes what the pins whole leave beside them, up to ``share`` of the
-        budget (``share`` where they cannot be whole at all), and never more than the cheapest
-        answer leaves: the rest is solved again, and the
-        latest archived entry (stubbed, or else dropped and neither a call nor a result)
-        becomes a stub that also lists, entry by entry, the values of the other archived
-        entries that no whole entry shows, each entry's id first (so each stays restorable): first
-        the agent's newest action's, where it is archived (what it just did, as many as fit; held out,
-        10%: airline 0.450 -> 0.463, MINT by our definition +0.370 -> +0.380), then the values that at
-        least :data:`RECURRING_MIN` of the agent's calls passed
-        (:meth:`recurring`: a session token, a user id, what the next call most likely passes
-        again), under their newest archived holder (as many as fit, the most passed first: held
-        out, 10%, airline 0.447 -> 0.450, ToolTalk 0.200 -> 0.202), then best score first. The agent's
-        actions that ``choices`` keeps (its state-changing calls, its code actions whole)
-        are kept in the new solve too, and so are the user turns it keeps, each in its form (a
-        list of values is no stand-in for what the user asked); its read calls may go, their
-        values listed. The digest is taken only if the whole
-        answer is then worth more, each value it lists being worth its entry's score
-        times :data:`DIGEST_WEIGHT`, shared over the entry's values, and each recurring
-        value :data:`RECURRING_WORTH` times :data:`DIGEST_WEIGHT` more. Only where the
-        transcript acts (a conversation's turns are not their names and dates). Returns
-        ``(choices, fixed)`` for :meth:`assemble`.
+        A stub stands for one entry, and a tool result's stub needs its call kept whole beside it: at
+        a small budget, the values of most dropped tool groups are out of sight. A digest takes what
+        the pins whole leave beside them, up to ``share`` of the budget (``share`` where they cannot
+        be whole at all), and never more than the cheapest answer leaves: the rest is solved again,
+        and the latest archived entry (stubbed, or else dropped and neither a call nor a result)
+        becomes a stub that also lists (after :data:`DIGEST_JOIN`), entry by entry, the values of the
+        other archived entries that no whole entry shows, each entry's id first (so each stays
+        restorable): first the agent's newest action's, where it is archived (what it just did, as many
+        as fit; held out, 10%: airline 0.450 -> 0.463, MINT by our definition +0.370 -> +0.380), then
+        the values that at least :data:`RECURRING_MIN` of the agent's calls passed (:meth:`recurring`:
+        a session token, a user id, what the next call most likely passes again), under their newest
+        archived holder (as many as fit, the most passed first: held out, 10%, airline 0.447 -> 0.450,
+        ToolTalk 0.200 -> 0.202), then best score first. The agent's actions that ``choices`` keeps
+        (its state-changing calls, its code actions whole) are kept in the new solve too, and so are
+        the user turns it keeps, each in its form (a list of values is no stand-in for what the user
+        asked), but for an older one whose values are all recurring (:meth:`Rows.settled`); its read
+        calls may go, their values listed. The digest is taken only if the whole answer is then worth
+        more, each value it lists being worth its entry's score times :data:`DIGEST_WEIGHT`, shared
+        over the entry's values, and each recurring value :data:`RECURRING_WORTH` times
+        :data:`DIGEST_WEIGHT` more. Only where the transcript acts (a conversation's turns are not
+        their names and dates). Returns ``(choices, fixed)`` for :meth:`assemble`.
         """
         if not self.acts():
             return None
@@ -471,8 +469,10 @@ class Run:
         allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
         allowed[self.code_actions() & (choices == _FULL)] = WHOLE_ONLY
         # Nor what the user said: a user turn it keeps stays in its form (values are no stand-in for a request;
-        # held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md).
-        users = self.rows.users()
+        # held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md), but for an older
+        # one whose every value is recurring, which the digest lists first (held out, 10%: ToolTalk +0.094 ->
+        # +0.101, airline +0.236 -> +0.242 over the window; user turns whole 0.266 -> 0.258, 0.272 -> 0.264).
+        users = self.rows.users() & ~self.rows.settled(choices != _DROP, self._values, self.recurring())
         allowed[users & (choices == _FULL)] = WHOLE_ONLY
         trimmed = users & (choices == _TRIM)
         allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
@@ -511,7 +511,7 @@ class Run:
             shown.update(v for v in self._values(host) if v in head)
         else:
             head = f"{MARKER} archived {entries[host].id} ({self.src_cost[host]} tokens)"
-        head += "; also archived: "
+        head += DIGEST_JOIN
         counter = self.cfg.counter
         used = counter.count_entry(entries[host].replace(content=head + "]"))
         scores = prob.scores
