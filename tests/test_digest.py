@@ -379,3 +379,32 @@ def test_an_older_user_turn_whose_values_calls_keep_passing_may_give_way_to_the_
             assert messages[1] in result.restore(["m1"])
             taken += 1
     assert taken, "no budget let the digest take the settled turn"
+
+
+class UsersEqual:
+    """Every user turn scores 0.5, everything else 0.05."""
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.array([0.5 if e.role == "user" else 0.05 for e in transcript.entries])
+
+
+def test_an_older_user_turn_the_agent_has_acted_on_weighs_less_than_one_it_has_not() -> None:
+    """Two older user turns score alike; the agent's call has passed the newer one's value, not the
+    older one's: where only one fits, the selection keeps the request still pending (recency alone
+    would keep the newer)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": "Also book flight HX4411 for me."},
+        {"role": "user", "content": "First, my user id is u_77."},
+        _call(0, "get_user", '{"user_id": "u_77"}'),
+        {"role": "tool", "tool_call_id": "c0", "content": "user u_77 gold member " + "detail " * 30},
+        {"role": "user", "content": "Thanks."},
+    ]
+    seen = 0
+    for budget in range(12, 60):
+        result = Compactor(scorer=UsersEqual(), counter=WORDS, digest=0).compact(messages, budget=budget)
+        kept = {"m1", "m2"} & set(result.kept)
+        if len(kept) == 1:
+            seen += 1
+            assert kept == {"m1"}, (budget, result.kept)
+    assert seen, "no budget kept exactly one of the two turns"

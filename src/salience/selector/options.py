@@ -417,25 +417,32 @@ class Rows:
         self._edits = (key, mask)
         return mask
 
-    def settled(self, among: np.ndarray, values: Callable[[int], tuple[str, ...]],
-                recurring: frozenset[str]) -> np.ndarray:
-        """The user turns in ``among`` but the newest whose values (``values(i)``, one at least) are
-        all ``recurring``: what they gave, the agent's calls have passed again and again.
+    def acted_on(self, values: Callable[[int], tuple[str, ...]]) -> np.ndarray:
+        """Per entry, for the user turns but the newest that hold a value (``values(i)``), the fewest
+        times the entries' calls passed one of their values, as :meth:`passes` last counted them;
+        -1 for every other entry. At 1 or more, what the turn gave the agent has acted on.
 
+        >>> from collections import Counter
         >>> from salience import Transcript
-        >>> t = Transcript.from_openai([{"role": "user", "content": "I am u_1."},
+        >>> t = Transcript.from_openai([{"role": "user", "content": "I am u_1, card 4417."},
         ...     {"role": "user", "content": "Book it."}, {"role": "user", "content": "And u_1?"}])
         >>> r = Rows()
         >>> r.entries = t.entries
-        >>> vals = {0: ("u_1",), 1: (), 2: ("u_1",)}
-        >>> r.settled(np.ones(3, dtype=bool), vals.__getitem__, frozenset({"u_1"})).tolist()
-        [True, False, False]
+        >>> r._passed = (Counter({"u_1": 2, "4417": 1}), frozenset({"u_1"}), 2)
+        >>> r.acted_on({0: ("u_1", "4417"), 1: (), 2: ("u_1",)}.__getitem__).tolist()
+        [1, -1, -1]
         """
-        users = np.flatnonzero(self.users())
-        out = np.zeros(len(self.entries), dtype=bool)
-        for i in users[:-1][among[users[:-1]]].tolist() if recurring else ():
-            vals = values(i)
-            out[i] = bool(vals) and all(v in recurring for v in vals)
+        passes = self.passes()
+        out = np.full(len(self.entries), -1, dtype=np.int64)
+        for i in np.flatnonzero(self.users())[:-1].tolist():
+            least = None
+            for v in values(i):  # most of a long observation's values were never passed: stop at the first
+                k = passes.get(v, 0)
+                least = k if least is None or k < least else least
+                if not k:
+                    break
+            if least is not None:
+                out[i] = least
         return out
 
     def passed_by_calls(self, passed: Callable[[int], tuple[str, ...]], least: int) -> frozenset[str]:

@@ -11,17 +11,20 @@ before the rest is filled.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from salience.errors import BudgetError
 from salience.selector.problem import DROP, FULL, STUB, TRIM, WHOLE_ONLY
 
 if TYPE_CHECKING:
     from salience.transcript import Entry
 
-__all__ = ["PIN_FORMS", "PIN_RANKS", "grow_trim", "pin_worth", "strict_pins", "window_actions"]
+__all__ = ["PIN_FORMS", "PIN_RANKS", "empty_error", "grow_trim", "must_stay_error", "pin_worth", "strict_pins",
+           "window_actions"]
 
 #: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`pin_worth`).
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
@@ -160,3 +163,35 @@ def window_actions(sizes: np.ndarray, allowed: np.ndarray, system: np.ndarray, a
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return held[:lo]
+
+
+def empty_error(transcript_id: str, budget: int, need: float) -> BudgetError:
+    """The error for a budget that holds no message, not even the latest in its cheapest form (``need``)."""
+    required = int(math.ceil(need)) if np.isfinite(need) else 0
+    cheapest = f" ({required} tokens)" if required else ""
+    return BudgetError(
+        f"budget of {budget} tokens is too small for transcript {transcript_id!r}: it holds no message, not "
+        f"even the latest in its cheapest form{cheapest}, and providers refuse an empty list; raise the budget, "
+        "or pass on_over_budget='keep_pins' to get the latest message, over budget",
+        budget=budget, required=required)
+
+
+def must_stay_error(transcript_id: str, budget: int, required: int | None, pins: int, *, system: bool,
+                    anthropic: bool) -> BudgetError:
+    """The error for a budget below what may not give way: system entries kept whole (``system``: with
+    ``pin_system``), Anthropic's first user turn (at least a stub), and the calls their results need.
+    Every other pin may be trimmed, stubbed or dropped; ``pins`` is set on the error."""
+    must = []
+    if system:
+        must.append("its system prompt, kept whole with pin_system=True")
+    if anthropic:
+        must.append("the first user turn, which Anthropic requires (at least as a stub)")
+    what = "; ".join(must) or "the tool calls and results that must stay together"
+    need = f"would need {required} tokens" if required is not None else "cannot be kept with its tool groups"
+    err = BudgetError(
+        f"budget of {budget} tokens is too small for transcript {transcript_id!r}: what must stay ({what}) "
+        f"{need}; every other entry, pinned or not, already gives way; raise the budget, shorten the system "
+        "prompt, pass pin_system=False, or pass on_over_budget='keep_pins' to get that much, over budget",
+        budget=budget, required=required or 0)
+    err.pins = pins  # type: ignore[attr-defined]
+    return err

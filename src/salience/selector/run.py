@@ -5,7 +5,8 @@ A :class:`Run` holds what :meth:`Compactor.compact
 
 1. each entry's options (:mod:`salience.selector.options`): whole (capped to
    ``max_entry_tokens``), trimmed, stubbed, dropped, and their token costs;
-2. the scores (:mod:`salience.selector.scoring`) and the pins. System entries
+2. the scores (:mod:`salience.selector.scoring`; an older user turn whose values the agent's calls have
+   all passed, not all again and again, weighs :data:`ACTED_WEIGHT` of its score) and the pins. System entries
    (``pin_system``) are hard pins: whole or a :class:`~salience.errors.BudgetError`.
    The last user turn (with ``pin_last_user``, off by default) and the last ``pin_last`` entries (the
    assistant's plain text, neither a tool call nor a code action, not counted) are soft
@@ -51,7 +52,7 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
 from salience.selector.options import OptionsCache, min_cost, rows, trim_to, unit_min, unit_mins
 from salience.selector.params import Config
-from salience.selector.pins import grow_trim, pin_worth, strict_pins, window_actions
+from salience.selector.pins import empty_error, grow_trim, must_stay_error, pin_worth, strict_pins, window_actions
 from salience.selector.problem import WHOLE_ONLY
 from salience.selector.render import MARKER, digest_part, fitting_prefix
 from salience.selector.result import Compaction, Ledger
@@ -59,8 +60,8 @@ from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
 from salience.values import extract_values
 
-__all__ = ["ACTION_BLOCK", "ACTION_WORTH", "DIGEST_JOIN", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT", "EPSILON",
-           "RECURRING_MIN", "RECURRING_WORTH", "VALUE_WEIGHT",
+__all__ = ["ACTED_WEIGHT", "ACTION_BLOCK", "ACTION_WORTH", "DIGEST_JOIN", "DIGEST_MAX", "DIGEST_MIN", "DIGEST_WEIGHT",
+           "EPSILON", "RECURRING_MIN", "RECURRING_WORTH", "VALUE_WEIGHT",
            "Problem", "Run"]
 
 #: Weight, in a trimmed or stubbed form's worth, of the share of the entry's values it keeps (the rest is ``retain``).
@@ -92,6 +93,11 @@ DIGEST_WEIGHT = 2.0
 RECURRING_MIN = 2
 #: What each such value a digest lists is worth beside its entry's share (times :data:`DIGEST_WEIGHT`), at any score.
 RECURRING_WORTH = 0.5
+#: What an older user turn's score weighs where the agent's calls have passed each of its values, not all of them
+#: :data:`RECURRING_MIN` times (:meth:`Run.acted_on`): what it gave has been acted on. Held out, such a turn holds one
+#: of the next call's references 18% / 18% / 13% of the time on ToolTalk / API-Bank / airline, where their scores
+#: average 0.25 / 0.48 / 0.14 (25%); at 0.5, every reference figure there rises or holds (BENCHMARKS.md).
+ACTED_WEIGHT = 0.5
 
 _FULL, _TRIM, _STUB, _DROP = knapsack.FULL, knapsack.TRIM, knapsack.STUB, knapsack.DROP
 
@@ -161,6 +167,7 @@ class Run:
         self._code: np.ndarray | None = None
         self._tail: np.ndarray | None = None
         self._recurring: frozenset[str] | None = None
+        self._acted: np.ndarray | None = None  # acted_on()
         self._last_user = -2  # -1: no user turn; -2: not worked out yet
         self._grown: dict[int, Entry] = {}  # a soft pin's trim that keeps as much as fits (problem())
 
@@ -280,6 +287,9 @@ class Run:
         raw = self.scores(query)
         # A text said again word for word weighs once, on its newest copy (scoring.unrepeated); reported: the scorer's
         scores = unrepeated(raw, self.rows.repeats())
+        # An older user turn whose values the agent's calls have all passed, none again and again, weighs ACTED_WEIGHT.
+        acted = self.acted_on()
+        scores = np.where((acted >= 1) & (acted < RECURRING_MIN), scores * ACTED_WEIGHT, scores)
         pins = self.pins()
         if cfg.pin_last_user:
             # A last user turn that cannot fit whole is no pin: it would only ever be kept
@@ -408,7 +418,9 @@ class Run:
         except knapsack.InfeasibleError as exc:
             required = exc.min_cost
             if required is None or self.cfg.on_over_budget == "raise":
-                raise self._budget_error(budget, required, prob.pins) from None
+                raise must_stay_error(self.source.id, budget, required, prob.pins,
+                                      system=self.cfg.pin_system and bool(self.system_mask().any()),
+                                      anthropic=self.fmt == "anthropic") from None
             sol = knapsack.solve(prob.costs, prob.values, required, **kwargs)  # type: ignore[arg-type]
             over = True
         choices = np.asarray(sol.choices, dtype=np.int64)
@@ -417,7 +429,7 @@ class Run:
             forced[-1, _DROP] = False
             need = self.min_cost(forced, prob.costs)
             if self.cfg.on_over_budget == "raise" or not np.isfinite(need):
-                raise self._empty_error(budget, need)
+                raise empty_error(self.source.id, budget, need)
             kwargs["allowed"] = forced
             sol = knapsack.solve(prob.costs, prob.values, int(math.ceil(need)), **kwargs)  # type: ignore[arg-type]
             choices, over = np.asarray(sol.choices, dtype=np.int64), True
@@ -443,7 +455,7 @@ class Run:
         ToolTalk 0.200 -> 0.202), then best score first. The agent's actions that ``choices`` keeps
         (its state-changing calls, its code actions whole) are kept in the new solve too, and so are
         the user turns it keeps, each in its form (a list of values is no stand-in for what the user
-        asked), but for an older one whose values are all recurring (:meth:`Rows.settled`); its read
+        asked), but for an older one whose values are all recurring (:meth:`Rows.acted_on`); its read
         calls may go, their values listed. The digest is taken only if the whole answer is then worth
         more, each value it lists being worth its entry's score times :data:`DIGEST_WEIGHT`, shared
         over the entry's values, and each recurring value :data:`RECURRING_WORTH` times
@@ -472,7 +484,7 @@ class Run:
         # held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md), but for an older
         # one whose every value is recurring, which the digest lists first (held out, 10%: ToolTalk +0.094 ->
         # +0.101, airline +0.236 -> +0.242 over the window; user turns whole 0.266 -> 0.258, 0.272 -> 0.264).
-        users = self.rows.users() & ~self.rows.settled(choices != _DROP, self._values, self.recurring())
+        users = self.rows.users() & (self.acted_on() < RECURRING_MIN)
         allowed[users & (choices == _FULL)] = WHOLE_ONLY
         trimmed = users & (choices == _TRIM)
         allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
@@ -588,6 +600,13 @@ class Run:
             self._recurring = self.rows.passed_by_calls(self._passed, RECURRING_MIN)
         return self._recurring
 
+    def acted_on(self) -> np.ndarray:
+        """:meth:`Rows.acted_on` for this run's calls (counted once per run, with :meth:`recurring`)."""
+        if self._acted is None:
+            self.recurring()
+            self._acted = self.rows.acted_on(self._values)
+        return self._acted
+
     def _passed(self, i: int) -> tuple[str, ...]:
         """The values of entry ``i`` that its calls pass as arguments (cached with its options,
         so a growing history works out only its new entries')."""
@@ -607,34 +626,6 @@ class Run:
                 values.update(dict.fromkeys(extract_values(c.arguments)))
             o.values = tuple(values)
         return o.values
-
-    def _empty_error(self, budget: int, need: float) -> BudgetError:
-        required = int(math.ceil(need)) if np.isfinite(need) else 0
-        cheapest = f" ({required} tokens)" if required else ""
-        return BudgetError(
-            f"budget of {budget} tokens is too small for transcript {self.source.id!r}: it holds no message, not "
-            f"even the latest in its cheapest form{cheapest}, and providers refuse an empty list; raise the budget, "
-            "or pass on_over_budget='keep_pins' to get the latest message, over budget",
-            budget=budget, required=required)
-
-    def _budget_error(self, budget: int, required: int | None, pins: int) -> BudgetError:
-        # Only what may not give way makes a problem infeasible: system entries kept whole
-        # (pin_system), Anthropic's first user turn (at least a stub), and the calls their
-        # results need. Every other pin may be trimmed, stubbed or dropped.
-        must = []
-        if self.cfg.pin_system and self.system_mask().any():
-            must.append("its system prompt, kept whole with pin_system=True")
-        if self.fmt == "anthropic":
-            must.append("the first user turn, which Anthropic requires (at least as a stub)")
-        what = "; ".join(must) or "the tool calls and results that must stay together"
-        need = f"would need {required} tokens" if required is not None else "cannot be kept with its tool groups"
-        err = BudgetError(
-            f"budget of {budget} tokens is too small for transcript {self.source.id!r}: what must stay ({what}) "
-            f"{need}; every other entry, pinned or not, already gives way; raise the budget, shorten the system "
-            "prompt, pass pin_system=False, or pass on_over_budget='keep_pins' to get that much, over budget",
-            budget=budget, required=required or 0)
-        err.pins = pins  # type: ignore[attr-defined]
-        return err
 
     # -- the result -----------------------------------------------------------
     def assemble(
