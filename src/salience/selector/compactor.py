@@ -145,7 +145,9 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
     Parameters (keyword-only; stored as given, checked when :meth:`compact` runs):
         scorer: any object with ``score(transcript, query=None) -> array in [0, 1]``.
             ``None``: :func:`salience.scorer.model.default_scorer` when available, else a
-            recency and role prior.
+            recency and role prior. The selection weighs an older user turn whose values the
+            agent's calls have all passed at :data:`~salience.selector.run.ACTED_WEIGHT` of its
+            score (:attr:`Compaction.scores` reports the scorer's).
         budget: default token budget (a positive int).
         counter: token counter: ``None`` (tiktoken ``cl100k_base``, offline), an encoding
             name, a callable ``str -> int`` or a :class:`~salience.tokens.TokenCounter`.
