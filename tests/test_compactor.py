@@ -23,7 +23,7 @@ from salience.selector import scoring as scoring_module
 from salience.selector.compactor import Compaction, Compactor, PrefixReuse, detect_format
 from salience.selector.masking import Option, Phase, PhasePolicy
 from salience.selector.params import DEFAULT_RETAIN
-from salience.selector.render import marker_ids
+from salience.selector.render import SIZE_MIN, marker_ids
 from salience.selector.run import Run
 from salience.tokens import TokenCounter
 from salience.tooltypes import ToolType
@@ -192,7 +192,7 @@ def total_tokens(messages: Any, **kw: Any) -> int:
     return make().compact(messages, budget=10**9, **kw).tokens
 
 
-STUB_RE = re.compile(r"^\[salience: archived (\S+) \((\d+) tokens\)(?:: (.+))?\]$")
+STUB_RE = re.compile(r"^\[salience: archived (\S+?)(?: \((\d+) tokens\))?(?:: (.+))?\]$")
 
 
 # -- basics -----------------------------------------------------------------------------------
@@ -246,7 +246,8 @@ def test_stub_and_trim_renderings() -> None:
         eid, tokens, values = m.groups()
         assert eid == x and marker_ids(content) == [x]
         original = result.archive[x]
-        assert int(tokens) == COUNTER.count_entry(original)
+        size = COUNTER.count_entry(original)
+        assert (int(tokens) == size) if tokens else size < SIZE_MIN  # the size from SIZE_MIN tokens
         p = result.source.parents()[int(x[1:])]
         parent = result.source.entries[p] if p >= 0 else None
         if original.role == "tool":  # the stub names no tool: the call kept beside it does
@@ -279,7 +280,7 @@ def test_exact_stub_line_for_a_tool_result() -> None:
     assert result.choices["m3"] is Option.STUB
     tokens = COUNTER.count_entry(result.source.entries[3])
     assert result.messages[3]["content"] == (
-        f"[salience: archived m3 ({tokens} tokens): res0w0, res0w1, res0w2]"
+        f"[salience: archived m3{f' ({tokens} tokens)' if tokens >= SIZE_MIN else ''}: res0w0, res0w1, res0w2]"
     )
     # ZFA04Y and mia_li_3668, the result's first values, are in the calls beside it, which stay
     assert "ZFA04Y" in result.messages[2]["tool_calls"][0]["function"]["arguments"]

@@ -4,7 +4,7 @@ other archived entries that nothing kept whole shows, when that is worth more.""
 from __future__ import annotations
 
 import copy
-import re
+import json
 from typing import Any
 
 import numpy as np
@@ -13,6 +13,7 @@ import pytest
 from salience import Compactor
 from salience.bench.references import tool_pairing_errors
 from salience.errors import ParameterError
+from salience.selector.render import marker_ids
 from salience.selector.run import DIGEST_JOIN
 from salience.tokens import TokenCounter
 from salience.transcript import Transcript
@@ -66,13 +67,13 @@ def test_digest_lists_archived_values_by_entry_within_the_budget() -> None:
     messages = history()
     before = copy.deepcopy(messages)
     compactor = Compactor(scorer=Recent(), counter=WORDS)
-    result = compactor.compact(messages, budget=150)
+    result = compactor.compact(messages, budget=140)
     assert messages == before
-    assert result.tokens <= 150 and not tool_pairing_errors(result.messages)
+    assert result.tokens <= 140 and not tool_pairing_errors(result.messages)
     found = _digest(result)
     assert found is not None, [m.get("content") for m in result.messages]
     _, text = found
-    host = re.match(r"\[salience: archived (\S+) \(", text).group(1)  # type: ignore[union-attr]
+    host = marker_ids(text)[0]
     assert host in result.stubbed and result.restore(list(result.archive)) == messages
     back = {e.id: e for e in result.restore_transcript([host]).entries}
     assert back[host] == result.archive[host] and DIGEST not in str(back[host].content)
@@ -89,7 +90,7 @@ def test_digest_lists_archived_values_by_entry_within_the_budget() -> None:
         for v in values.split(", "):
             assert v in have and v not in kept_values, (ident, v)
     # the oldest reservation code, out of sight without the digest, is in sight with it
-    plain = Compactor(scorer=Recent(), counter=WORDS, digest=0).compact(messages, budget=150)
+    plain = Compactor(scorer=Recent(), counter=WORDS, digest=0).compact(messages, budget=140)
     assert _digest(plain) is None
     text_plain = "\n".join(str(m.get("content")) for m in plain.messages)
     text_digest = "\n".join(str(m.get("content")) for m in result.messages)
@@ -112,14 +113,15 @@ def test_no_digest_where_it_cannot_help() -> None:
 
 def test_a_digest_grows_into_the_room_the_pins_leave() -> None:
     """At 70 tokens the pins whole (18 tokens) leave 52, and the digest takes up to half the
-    budget (35): every reservation code is in sight."""
+    budget (35): every reservation code is in sight, the three that no kept entry shows in it."""
     messages = history()
     result = Compactor(scorer=Recent(), counter=WORDS).compact(messages, budget=70)
     assert result.tokens <= 70 and not tool_pairing_errors(result.messages)
     assert {"m0", "m14"} <= set(result.kept)  # the pins stay whole
     found = _digest(result)
     assert found is not None
-    assert all(code in found[1] for code in ("ZFA04Y", "K9P2QX", "T7M3ZR", "B2C8DE"))
+    assert all(code in found[1] for code in ("ZFA04Y", "K9P2QX", "T7M3ZR"))
+    assert "B2C8DE" in json.dumps(result.messages)
 
 
 def test_a_session_never_digests() -> None:

@@ -25,8 +25,8 @@ from salience.messages.validate import check_openai  # noqa: E402
 from salience.selector.render import RESTORE_TOOL  # noqa: E402
 
 BUDGET = 700
-#: The id a stub ("archived m3 (") or a trim marker ("from m3;") names.
-MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)[ ;]")
+#: The id a stub ("archived m3:", "archived m3]", "archived m3 (") or a trim marker ("from m3;") names.
+MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)(?: \(\d+ tokens\))?(?=: |\]|;)")
 
 
 class Flat:

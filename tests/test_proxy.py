@@ -480,7 +480,8 @@ def test_lone_surrogates_and_parallel_responses_calls_are_forwarded(limited_prox
 # -- the restore tool (--restore-tool): added to requests, the model's calls answered in the proxy -----------
 
 RESTORE = "salience_restore"
-MARKER = __import__("re").compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (m\d+)[ ;]")
+MARKER = __import__("re").compile(
+    r"\[salience: (?:archived|trimmed [^\]]*? from) (m\d+)(?: \(\d+ tokens\))?(?=: |\]|;)")
 
 
 def _sse(events: list[tuple[str | None, Any]]) -> StreamingResponse:

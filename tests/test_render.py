@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from salience.selector.render import _snap, marker_ids, quote_value, stub_text, trim_text
+from salience.selector.render import SIZE_MIN, _snap, marker_ids, quote_value, stub_text, trim_text
 from salience.tokens import TokenCounter
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data"
@@ -39,21 +39,26 @@ def test_snap_follows_its_definition(text: str, pos: int, span: int, after: bool
     assert _snap(text, pos, span, after=after) == snap_by_definition(text, pos, span, after=after)
 
 
-def test_a_stub_names_the_entry_its_size_and_the_values_and_costs_little() -> None:
+def test_a_stub_names_the_entry_its_values_and_its_size_from_size_min_and_costs_little() -> None:
     counter = TokenCounter()
     values = ["ZFA04Y", "HAT136", "2024-05-20", "mia_li_3668"]
     stub = stub_text("m12", tokens=812, values=values, max_values=3)
-    assert stub == "[salience: archived m12 (812 tokens): ZFA04Y, HAT136, 2024-05-20]"
+    assert stub == "[salience: archived m12: ZFA04Y, HAT136, 2024-05-20]"
     # the line it replaced (45 tokens here) named the role, the tool and the restore tool; the one
-    # after it (33) the tool; this one costs 28: the call kept beside a result's stub names the tool
+    # after it (33) the tool; the one after that (28) the size: the call kept beside a result's stub names
+    # the tool, and an entry under SIZE_MIN tokens costs little to restore
     old = ("[salience: archived tool result m12 from get_reservation_details (812 tokens); values: ZFA04Y, HAT136, "
            "2024-05-20; restore id m12 via salience_restore]")
-    assert counter.count(stub) <= 0.65 * counter.count(old)
+    assert counter.count(stub) <= 0.6 * counter.count(old)
+    # the size from SIZE_MIN tokens: what restoring the entry would cost
+    big = stub_text("m12", tokens=SIZE_MIN, values=values[:1])
+    assert big == f"[salience: archived m12 ({SIZE_MIN} tokens): ZFA04Y]"
+    assert stub_text("m12", tokens=SIZE_MIN - 1, values=values[:1]) == "[salience: archived m12: ZFA04Y]"
     # no values, no list
-    assert stub_text("m3", tokens=40) == "[salience: archived m3 (40 tokens)]"
+    assert stub_text("m3", tokens=40) == "[salience: archived m3]"
     # values are one line each, cut to 40 characters
     long = stub_text("m4", tokens=9, values=["a\nb   c", "x" * 60])
-    assert long == "[salience: archived m4 (9 tokens): a b c, " + "x" * 37 + "...]"
+    assert long == "[salience: archived m4: a b c, " + "x" * 37 + "...]"
 
 
 def test_a_stubbed_result_s_call_is_kept_beside_it_and_names_the_tool() -> None:
@@ -79,7 +84,9 @@ def test_a_stubbed_result_s_call_is_kept_beside_it_and_names_the_tool() -> None:
                 call = t.entries[parents[i]]
                 assert call.id in out, (t.id, share, e.id)
                 assert [c.name for c in out[call.id].tool_calls if c.id == e.tool_call_id] == [e.name], (t.id, e.id)
-                assert out[e.id].content.startswith(f"[salience: archived {e.id} ({counter.count_entry(e)} tokens)")
+                size = counter.count_entry(e)
+                assert out[e.id].content.startswith(f"[salience: archived {e.id}"
+                                                    + (f" ({size} tokens)" if size >= SIZE_MIN else ""))
     assert seen > 0
 
 
@@ -91,6 +98,9 @@ def test_marker_ids_reads_back_what_stubs_and_trims_name() -> None:
     stub = stub_text("m12", tokens=812, values=["HAT136 (1)", "x;y"])
     assert marker_ids(trimmed) == ["call_7"]
     assert marker_ids(stub) == ["m12"]
+    for eid, tokens in (("D1:3", 40), ("D1:3", 4000), ("toolu_01A", 40)):  # ids with a colon; with a size or not
+        assert marker_ids(stub_text(eid, tokens=tokens)) == [eid]
+        assert marker_ids(stub_text(eid, tokens=tokens, values=["a: b", "c]"])) == [eid]
     assert marker_ids(f"{stub} and then {trimmed}") == ["m12", "call_7"]
     assert marker_ids("archived m12 (no marker)") == [] and marker_ids("[salience: restored m12]") == []
 
@@ -156,7 +166,7 @@ def test_a_user_turn_s_stub_lists_the_handles_it_gave() -> None:
     user = entry_options(cfg, None, Entry(id="m4", role="user", content=text))
     work_out(cfg, user)
     assert user.stub is not None and user.stub_cost < user.full_cost
-    assert user.stub.content == "[salience: archived m4 (48 tokens): Justin, justinkool, Virginia, decture, mstein]"
+    assert user.stub.content == "[salience: archived m4: Justin, justinkool, Virginia, decture, mstein]"
     assert user.stub_cover == 1.0
     # a handle inside a value it already lists is not listed again
     text = ("Please write to lara.jean@fmail.com and to lara.jean about the offsite that we planned for the "
@@ -164,11 +174,11 @@ def test_a_user_turn_s_stub_lists_the_handles_it_gave() -> None:
     mail = entry_options(cfg, None, Entry(id="m7", role="user", content=text))
     work_out(cfg, mail)
     assert mail.stub is not None
-    assert mail.stub.content == "[salience: archived m7 (36 tokens): lara.jean@fmail.com, offsite]"
+    assert mail.stub.content == "[salience: archived m7: lara.jean@fmail.com, offsite]"
     tool = entry_options(cfg, None, Entry(id="m6", role="tool", content=text.replace("lara.jean@fmail.com", "her"),
                                           tool_call_id="c1", name="team"))
     work_out(cfg, tool)
-    assert tool.stub is not None and tool.stub.content.endswith("tokens)]")  # a result lists values alone
+    assert tool.stub is not None and tool.stub.content == "[salience: archived m6]"  # a result lists values alone
 
 
 def test_the_latest_result_over_the_budget_keeps_as_much_as_fits() -> None:

@@ -106,8 +106,8 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from salience.adapters.openai_agents import input_filter  # noqa: E402
 
-#: The id a stub ("archived m3 (") or a trim marker ("from m3;") names.
-MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)[ ;]")
+#: The id a stub ("archived m3:", "archived m3]", "archived m3 (") or a trim marker ("from m3;") names.
+MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)(?: \(\d+ tokens\))?(?=: |\]|;)")
 
 
 @function_tool

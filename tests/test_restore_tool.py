@@ -46,8 +46,8 @@ def compactor(budget: int = 120) -> Compactor:
     return Compactor(scorer=Flat(), budget=budget, counter=words, pin_last=1, max_entry_tokens=None)
 
 
-#: The id a stub ("archived m3 (") or a trim marker ("from m3;") names.
-MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)[ ;]")
+#: The id a stub ("archived m3:", "archived m3]", "archived m3 (") or a trim marker ("from m3;") names.
+MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)(?: \(\d+ tokens\))?(?=: |\]|;)")
 
 
 def test_markers_name_the_tool():

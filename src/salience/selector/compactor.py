@@ -18,7 +18,7 @@
 >>> result.tokens <= 80, result.stubbed
 (True, ('m3',))
 >>> print(result.messages[3]["content"])
-[salience: archived m3 (163 tokens): HAT136]
+[salience: archived m3: HAT136]
 >>> result.restore(["m3"]) == messages
 True
 

@@ -12,11 +12,14 @@ traceback keeps the frames that show the agent's own code::
 
     [salience: trimmed 640 tokens (38 lines) from m12; restore id m12 via salience_restore; cut: HAT136]
 
-A stub replaces the whole content with one short line that keeps the entry's id, its size
-and key values (ids, numbers, paths, names, see :func:`salience.values.extract_values`):
+A stub replaces the whole content with one short line that keeps the entry's id, its key
+values (ids, numbers, paths, names, see :func:`salience.values.extract_values`) and, from
+:data:`SIZE_MIN` tokens, its size:
 
 >>> print(stub_text("m12", tokens=812, values=["ZFA04Y", "HAT136"]))
-[salience: archived m12 (812 tokens): ZFA04Y, HAT136]
+[salience: archived m12: ZFA04Y, HAT136]
+>>> print(stub_text("m7", tokens=2400, values=["src/app.py"]))
+[salience: archived m7 (2400 tokens): src/app.py]
 
 A stub is what a budget buys most of, so it says only that much. It names no tool: a tool
 result's call is kept beside its stub in every compaction (tool groups stay whole), and the
@@ -38,8 +41,8 @@ from salience.scorer.handles import call_text
 from salience.tokens import TokenCounter
 from salience.transcript import Entry
 
-__all__ = ["MARKER", "QUOTE_MIN_CHARS", "RESTORE_TOOL", "action_lines", "digest_part", "fitting_prefix", "marker_ids",
-           "quote_value", "quoted_cut", "stub_text", "trim_text"]
+__all__ = ["MARKER", "QUOTE_MIN_CHARS", "RESTORE_TOOL", "SIZE_MIN", "action_lines", "archived_head", "digest_part",
+           "fitting_prefix", "marker_ids", "quote_value", "quoted_cut", "stub_text", "trim_text"]
 
 #: Every marker salience writes into an entry starts with this.
 MARKER = "[salience:"
@@ -52,9 +55,15 @@ HEAD_SHARE = 0.6
 QUOTE_MIN_CHARS = 10
 #: Longest value a stub quotes (longer ones are cut with "...").
 MAX_VALUE_CHARS = 40
+#: A stub names its entry's size (``(2400 tokens)``) only from this many tokens, where what restoring it
+#: costs matters to a reader. Below, the size took three tokens of every stub at the small budgets where stubs
+#: are most of what fits: held out, 10% / 25% over the window, ToolTalk +0.107 / +0.116 -> +0.122 / +0.124,
+#: API-Bank +0.050 / +0.100 -> +0.055 / +0.104 (BENCHMARKS.md, twentieth session).
+SIZE_MIN = 1000
 
-#: The id a stub (``archived m3 (``) or a trim marker (``from m3;``) names.
-_MARKER_ID = re.compile(r"\[salience: (?:archived (\S+) \(|trimmed [^\]]*? from (\S+);)")
+#: The id a stub (``archived m3:``, ``archived m3]``, ``archived m3 (``; a digest's host ``archived m3;``) or a
+#: trim marker (``from m3;``) names; an id may hold a colon (``D1:3``), never followed by a space.
+_MARKER_ID = re.compile(r"\[salience: (?:archived (\S+?)(?: \(\d+ tokens\))?(?=: |\]|;)|trimmed [^\]]*? from (\S+);)")
 
 
 def _snap(text: str, pos: int, span: int, *, after: bool) -> int:
@@ -231,13 +240,22 @@ def action_lines(entry: Entry, code: bool) -> tuple[str, ...]:
 
 def stub_text(entry_id: str, *, tokens: int, values: Sequence[str] = (), max_values: int = 8) -> str:
     """The one line that stands for an archived entry (see the module doc): its id, its
-    size, then its values.
+    size from :data:`SIZE_MIN` tokens (:func:`archived_head`), then its values.
 
     ``values`` beyond ``max_values`` are left out; each is cut to 40 characters.
     """
     shown = [quote_value(v) for v in list(values)[: max(0, max_values)]]
     vals = f": {', '.join(shown)}" if shown else ""
-    return f"{MARKER} archived {entry_id} ({tokens} tokens){vals}]"
+    return f"{archived_head(entry_id, tokens)}{vals}]"
+
+
+def archived_head(entry_id: str, tokens: int) -> str:
+    """How a stub begins: the marker and the id, and the size from :data:`SIZE_MIN` tokens.
+
+    >>> archived_head("m3", 40), archived_head("m4", 1200)
+    ('[salience: archived m3', '[salience: archived m4 (1200 tokens)')
+    """
+    return f"{MARKER} archived {entry_id}" + (f" ({tokens} tokens)" if tokens >= SIZE_MIN else "")
 
 
 def quote_value(value: str) -> str:
@@ -254,8 +272,10 @@ def marker_ids(text: str) -> list[str]:
     """The entry ids that the markers in ``text`` name, in order (a stub's, a trim's):
     what a model passes to :data:`RESTORE_TOOL`.
 
-    >>> marker_ids("[salience: archived m12 (812 tokens): ZFA04Y]")
-    ['m12']
+    >>> marker_ids("[salience: archived m12: ZFA04Y] [salience: archived D1:3 (1812 tokens)] [salience: archived m4]")
+    ['m12', 'D1:3', 'm4']
+    >>> marker_ids("[salience: archived m5; also: m6 (search): HAT136]")
+    ['m5']
     >>> marker_ids("head\\n[salience: trimmed 90 tokens (18 lines) from m3; restore id m3 via salience_restore]")
     ['m3']
     """

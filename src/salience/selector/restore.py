@@ -1,7 +1,7 @@
 """The restore tool: a tool the model itself calls to get an archived entry back.
 
 Every trimmed or stubbed entry holds a marker that names its id: a stub is one line,
-``[salience: archived m8 (812 tokens): ZFA04Y, HAT136]``, a trimmed
+``[salience: archived m8: ZFA04Y, HAT136]`` (with its size from 1,000 tokens), a trimmed
 entry's cut reads ``[salience: trimmed 640 tokens from m8; restore id m8 via salience_restore]``
 (:func:`salience.selector.render.marker_ids` reads the ids back).
 Give the model the tool's definition in its provider's format, and answer its calls
@@ -106,7 +106,7 @@ class RestoreTool:
     name: str = RESTORE_TOOL
     description: str = (
         "Get back, exactly as it was, a context entry that was shortened or archived to save space. "
-        "Archived and trimmed entries show a marker naming their id, like '[salience: archived m8 (...)]' "
+        "Archived and trimmed entries show a marker naming their id, like '[salience: archived m8: ...]' "
         f"or '[salience: trimmed ... from m8; restore id m8 via {RESTORE_TOOL}]', and a marker's list "
         "'also: m3 (tool): ...' names more archived ones; pass those ids. Ask only for what the next step needs."
     )

@@ -54,7 +54,7 @@ from salience.selector.options import OptionsCache, min_cost, rows, trim_to, uni
 from salience.selector.params import Config
 from salience.selector.pins import empty_error, grow_trim, must_stay_error, pin_worth, strict_pins, window_actions
 from salience.selector.problem import WHOLE_ONLY
-from salience.selector.render import MARKER, digest_part, fitting_prefix
+from salience.selector.render import archived_head, digest_part, fitting_prefix
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
@@ -522,7 +522,7 @@ class Run:
             head = stub.content[:-1]
             shown.update(v for v in self._values(host) if v in head)
         else:
-            head = f"{MARKER} archived {entries[host].id} ({self.src_cost[host]} tokens)"
+            head = archived_head(entries[host].id, int(self.src_cost[host]))
         head += DIGEST_JOIN
         counter = self.cfg.counter
         used = counter.count_entry(entries[host].replace(content=head + "]"))
