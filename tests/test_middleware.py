@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
 import pytest
@@ -22,11 +21,9 @@ from salience import Compactor  # noqa: E402
 from salience.adapters.langchain import SalienceMiddleware, pre_model_hook  # noqa: E402
 from salience.messages.langchain import from_langchain  # noqa: E402
 from salience.messages.validate import check_openai  # noqa: E402
-from salience.selector.render import RESTORE_TOOL  # noqa: E402
+from salience.selector.render import RESTORE_TOOL, marker_ids  # noqa: E402
 
 BUDGET = 700
-#: The id a stub ("archived m3:", "archived m3]", "archived m3 (") or a trim marker ("from m3;") names.
-MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)(?: \(\d+ tokens\))?(?=: |\]|;)")
 
 
 class Flat:
@@ -77,7 +74,7 @@ class ScriptedModel(BaseChatModel):
         self.requests.append(list(messages))
         if isinstance(messages[-1], HumanMessage):  # a new run: the script starts over
             self.state.update(step=0, restored=False)
-        ids = [x for m in messages for x in MARKER_ID.findall(str(m.content))]
+        ids = [x for m in messages for x in marker_ids(str(m.content))]
         step = self.state["step"]
         if self.restore and ids and not self.state["restored"]:
             self.state["restored"] = True

@@ -32,6 +32,7 @@ from salience import Compactor  # noqa: E402
 from salience.adapters.proxy import ProxyConfig, build_app, parse_budget  # noqa: E402
 from salience.messages.responses import check_responses, from_responses  # noqa: E402
 from salience.messages.validate import check_anthropic, check_openai  # noqa: E402
+from salience.selector.render import marker_ids  # noqa: E402
 from salience.transcript import Transcript  # noqa: E402
 
 BUDGET = 500
@@ -480,8 +481,6 @@ def test_lone_surrogates_and_parallel_responses_calls_are_forwarded(limited_prox
 # -- the restore tool (--restore-tool): added to requests, the model's calls answered in the proxy -----------
 
 RESTORE = "salience_restore"
-MARKER = __import__("re").compile(
-    r"\[salience: (?:archived|trimmed [^\]]*? from) (m\d+)(?: \(\d+ tokens\))?(?=: |\]|;)")
 
 
 def _sse(events: list[tuple[str | None, Any]]) -> StreamingResponse:
@@ -595,7 +594,7 @@ class ScriptedUpstream:
         mode = body["model"]
         if not mode.startswith("restore-") or RESTORE not in names or (answered and mode != "restore-forever"):
             return None
-        found = MARKER.findall(json.dumps(history))
+        found = marker_ids(json.dumps(history))
         return found[0] if found else "m2"  # an entry that was dropped without a marker: in the archive too
 
     async def chat(self, request: Request) -> Response:
@@ -672,7 +671,7 @@ def test_restore_tool_chat_is_added_and_answered_with_the_archived_text(restorin
     first, second = _sent(upstream, before)
     # the tool is added after the client's own, in the Chat Completions format
     assert [t["function"]["name"] for t in first["tools"]] == ["lookup", RESTORE]
-    wanted = MARKER.findall(json.dumps(first["messages"]))[0]
+    wanted = marker_ids(json.dumps(first["messages"]))[0]
     # the follow-up: the history compacted again (the restored text would not fit after the first
     # request), the model's call, and the archived message exactly
     assert tokens(Transcript.from_openai(second["messages"])) <= BUDGET
@@ -695,7 +694,7 @@ def test_restore_tool_anthropic_and_responses(restoring):
                                                     messages=history)
     first, second = _sent(upstream, before)
     assert first["tools"][-1]["name"] == RESTORE and "input_schema" in first["tools"][-1]
-    wanted = (MARKER.findall(json.dumps(first["messages"])) or ["m2"])[0]
+    wanted = (marker_ids(json.dumps(first["messages"])) or ["m2"])[0]
     result = second["messages"][-1]["content"][0]
     original = Transcript.from_anthropic(history, system="Be brief.")
     assert result["type"] == "tool_result" and result["content"] == next(
@@ -709,7 +708,7 @@ def test_restore_tool_anthropic_and_responses(restoring):
     first, second = _sent(upstream, before)
     assert first["tools"] == [{"type": "function", "name": RESTORE, "description": first["tools"][0]["description"],
                                "parameters": first["tools"][0]["parameters"], "strict": False}]
-    wanted = MARKER.findall(json.dumps(first["input"]))[0]
+    wanted = marker_ids(json.dumps(first["input"]))[0]
     assert second["input"][-1]["output"] == next(e.content for e in from_responses(items).entries if e.id == wanted)
     assert check_responses(second["input"]) == []
     assert reply.output_text == "done"
@@ -743,7 +742,7 @@ def test_restore_tool_on_a_chat_stream(restoring):
     first, second = _sent(upstream, before)
     assert first["stream"] is True and second["stream"] is True
     assert [t["function"]["name"] for t in first["tools"]] == ["lookup", RESTORE]
-    wanted = MARKER.findall(json.dumps(first["messages"]))[0]
+    wanted = marker_ids(json.dumps(first["messages"]))[0]
     call, answer = second["messages"][-2:]
     assert call["tool_calls"][0]["function"] == {"name": RESTORE, "arguments": json.dumps({"ids": [wanted]})}
     assert answer == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
@@ -778,7 +777,7 @@ def test_restore_tool_on_anthropic_and_responses_streams(restoring):
     before = len(upstream.received)
     events = list(openai_client(proxy).responses.create(model="restore-once", input=items, stream=True))
     first, second = _sent(upstream, before)
-    wanted = MARKER.findall(json.dumps(first["input"]))[0]
+    wanted = marker_ids(json.dumps(first["input"]))[0]
     assert second["input"][-1]["output"] == next(e.content for e in from_responses(items).entries if e.id == wanted)
     assert events[-1].type == "response.completed" and events[-1].response.output_text == "done"
     assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "done"
@@ -810,7 +809,7 @@ def test_a_restore_follow_up_stays_within_the_budget(restoring, budget):
     client = openai_client(proxy, default_headers={"x-salience-budget": str(budget)})
     reply = client.chat.completions.create(model="restore-once", messages=history)
     first, second = _sent(upstream, before)
-    wanted = MARKER.findall(json.dumps(first["messages"]))[0]
+    wanted = marker_ids(json.dumps(first["messages"]))[0]
     call, answer = second["messages"][-2:]
     assert call["tool_calls"][0]["function"]["name"] == RESTORE
     assert answer["content"] == history[int(wanted[1:])]["content"]  # restored exactly

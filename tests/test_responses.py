@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import re
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from salience import Compactor
 from salience.errors import TranscriptError
 from salience.messages.dispatch import detect_format
 from salience.messages.responses import check_responses, from_responses, to_responses
-from salience.selector.render import RESTORE_TOOL
+from salience.selector.render import RESTORE_TOOL, marker_ids
 
 BUDGET = 600
 
@@ -106,9 +105,6 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from salience.adapters.openai_agents import input_filter  # noqa: E402
 
-#: The id a stub ("archived m3:", "archived m3]", "archived m3 (") or a trim marker ("from m3;") names.
-MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)(?: \(\d+ tokens\))?(?=: |\]|;)")
-
 
 @function_tool
 def lookup(key: str) -> str:
@@ -131,7 +127,7 @@ class ScriptedModel(Model):
                            tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **kw):
         items = list(input) if not isinstance(input, str) else [{"role": "user", "content": input}]
         self.requests.append((system_instructions, copy.deepcopy(items), [t.name for t in tools]))
-        ids = [x for it in items for x in MARKER_ID.findall(json.dumps(it))]
+        ids = [x for it in items for x in marker_ids(json.dumps(it))]
         n = self.step
         if self.restore and ids and not self.restored:
             self.restored = True

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from salience import Compactor
-from salience.selector.render import RESTORE_TOOL
+from salience.selector.render import RESTORE_TOOL, marker_ids
 from salience.selector.restore import RESTORE_FORMATS, RestoreError, RestoreTool
 
 
@@ -46,15 +45,13 @@ def compactor(budget: int = 120) -> Compactor:
     return Compactor(scorer=Flat(), budget=budget, counter=words, pin_last=1, max_entry_tokens=None)
 
 
-#: The id a stub ("archived m3:", "archived m3]", "archived m3 (") or a trim marker ("from m3;") names.
-MARKER_ID = re.compile(r"\[salience: (?:archived|trimmed [^\]]*? from) (\S+?)(?: \(\d+ tokens\))?(?=: |\]|;)")
 
 
 def test_markers_name_the_tool():
     result = compactor().compact(history())
     assert result.stubbed or result.trimmed
     changed = [m["content"] for m in result.messages if "[salience:" in (m.get("content") or "")]
-    assert changed and all(MARKER_ID.search(c) for c in changed)
+    assert changed and all(marker_ids(c) for c in changed)
 
 
 @pytest.mark.parametrize("fmt", RESTORE_FORMATS[:3], ids=list(RESTORE_FORMATS[:3]))
@@ -88,7 +85,7 @@ def scripted_model(requests: list[list[dict]]):
     def model(messages: list[dict]) -> dict:
         requests.append(messages)
         restored = any(m.get("role") == "tool" and m.get("tool_call_id", "").startswith("r") for m in messages)
-        ids = [x for m in messages for x in MARKER_ID.findall(m.get("content") or "")]
+        ids = [x for m in messages for x in marker_ids(m.get("content") or "")]
         if ids and not restored:
             return {"role": "assistant", "content": None, "tool_calls": [{"id": "r1", "type": "function",
                     "function": {"name": RESTORE_TOOL, "arguments": json.dumps({"ids": ids[:1]})}}]}
