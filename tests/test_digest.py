@@ -410,3 +410,24 @@ def test_an_older_user_turn_the_agent_has_acted_on_weighs_less_than_one_it_has_n
             seen += 1
             assert kept == {"m1"}, (budget, result.kept)
     assert seen, "no budget kept exactly one of the two turns"
+
+
+def test_the_newest_user_turn_the_agent_has_acted_on_weighs_less_than_a_request_still_pending() -> None:
+    """The newest user turn gave the credentials that the login call took, and the call has
+    answered; an older turn's request is still pending. Both score alike: where only one of the
+    two fits, the selection keeps the pending request (recency alone would keep the newer)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": "Book flight HX4411 for me."},
+        {"role": "user", "content": "My user id is u_77."},
+        _call(0, "get_user", '{"user_id": "u_77"}'),
+        {"role": "tool", "tool_call_id": "c0", "content": "user u_77 gold member " + "detail " * 30},
+    ]
+    seen = 0
+    for budget in range(12, 60):
+        result = Compactor(scorer=UsersEqual(), counter=WORDS, digest=0).compact(messages, budget=budget)
+        kept = {"m1", "m2"} & set(result.kept)
+        if len(kept) == 1:
+            seen += 1
+            assert kept == {"m1"}, (budget, result.kept)
+    assert seen, "no budget kept exactly one of the two turns"

@@ -145,7 +145,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
     Parameters (keyword-only; stored as given, checked when :meth:`compact` runs):
         scorer: any object with ``score(transcript, query=None) -> array in [0, 1]``.
             ``None``: :func:`salience.scorer.model.default_scorer` when available, else a
-            recency and role prior. The selection weighs an older user turn whose values the
+            recency and role prior. The selection weighs a user turn whose values the
             agent's calls have all passed at :data:`~salience.selector.run.ACTED_WEIGHT` of its
             score (:attr:`Compaction.scores` reports the scorer's).
         budget: default token budget (a positive int).
@@ -189,7 +189,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             entries that nothing kept shows, each under its entry's id (the agent's newest
             action first, where it is archived), taken only when the
             answer is then worth more; the agent's actions and the user's turns that the plain
-            answer keeps stay as they are, but for an older user turn whose every value two or
+            answer keeps stay as they are, but for a user turn whose every value two or
             more of the agent's calls passed, which the digest lists (:meth:`Run.digest
             <salience.selector.run.Run.digest>`; never in a conversation without tool
             calls or code, nor in a session's prefix-stable compaction). ``0`` turns it off.

@@ -418,7 +418,7 @@ class Rows:
         return mask
 
     def acted_on(self, values: Callable[[int], tuple[str, ...]]) -> np.ndarray:
-        """Per entry, for the user turns but the newest that hold a value (``values(i)``), the fewest
+        """Per entry, for the user turns that hold a value (``values(i)``), the newest too, the fewest
         times the entries' calls passed one of their values, as :meth:`passes` last counted them;
         -1 for every other entry, and for every entry where no call passed a value (a conversation:
         no turn's values are worked out). At 1 or more, what the turn gave the agent has acted on.
@@ -431,14 +431,14 @@ class Rows:
         >>> r.entries = t.entries
         >>> r._passed = (Counter({"u_1": 2, "4417": 1}), frozenset({"u_1"}), 2)
         >>> r.acted_on({0: ("u_1", "4417"), 1: (), 2: ("u_1",)}.__getitem__).tolist()
-        [1, -1, -1]
+        [1, -1, 2]
         >>> r._passed = (Counter(), frozenset(), 2)
         >>> r.acted_on({}.__getitem__).tolist()  # no call: no value is looked up
         [-1, -1, -1]
         """
         passes = self.passes()
         out = np.full(len(self.entries), -1, dtype=np.int64)
-        for i in np.flatnonzero(self.users())[:-1].tolist() if passes else ():
+        for i in np.flatnonzero(self.users()).tolist() if passes else ():
             least = None
             for v in values(i):  # most of a long observation's values were never passed: stop at the first
                 k = passes.get(v, 0)
