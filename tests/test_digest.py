@@ -431,3 +431,37 @@ def test_the_newest_user_turn_the_agent_has_acted_on_weighs_less_than_a_request_
             seen += 1
             assert kept == {"m1"}, (budget, result.kept)
     assert seen, "no budget kept exactly one of the two turns"
+
+
+class ResultsHigh:
+    """Every tool result scores 0.6, every user turn 0.5, everything else 0.05."""
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.array([{"tool": 0.6, "user": 0.5}.get(e.role, 0.05) for e in transcript.entries])
+
+
+def test_the_newest_user_turn_keeps_its_form_beside_a_digest_even_where_its_values_recur() -> None:
+    """The user's newest request names a user id that three calls have passed (a recurring value,
+    which the digest lists), and the results score higher than the user's turns: wherever the
+    answer without a digest keeps that request whole, the answer with one keeps it whole too (an
+    older turn like it may give way; the newest is what the agent answers now)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": "Find my trips, I am u_77."},
+        _call(0, "get_user", '{"user_id": "u_77"}'),
+        {"role": "tool", "tool_call_id": "c0", "content": "user u_77 card 4417 gold " + "detail " * 40},
+        _call(1, "get_trips", '{"user_id": "u_77"}'),
+        {"role": "tool", "tool_call_id": "c1", "content": "trips of u_77: HX4411 ZFA04Y " + "leg " * 40},
+        {"role": "user", "content": "Now cancel everything booked for u_77 please."},
+        _call(2, "cancel_all", '{"user_id": "u_77"}'),
+        {"role": "tool", "tool_call_id": "c2", "content": "cancelled for u_77 " + "row " * 12},
+    ]
+    compared = 0
+    for budget in range(30, 120, 2):
+        plain = Compactor(scorer=ResultsHigh(), counter=WORDS, digest=0).compact(messages, budget=budget)
+        if "m6" not in plain.kept:
+            continue
+        compared += 1
+        result = Compactor(scorer=ResultsHigh(), counter=WORDS).compact(messages, budget=budget)
+        assert "m6" in result.kept, (budget, dict(result.choices))
+    assert compared, "no budget kept the newest user turn whole"

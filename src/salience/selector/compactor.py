@@ -189,7 +189,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             entries that nothing kept shows, each under its entry's id (the agent's newest
             action first, where it is archived), taken only when the
             answer is then worth more; the agent's actions and the user's turns that the plain
-            answer keeps stay as they are, but for a user turn whose every value two or
+            answer keeps stay as they are, but for an older user turn whose every value two or
             more of the agent's calls passed, which the digest lists (:meth:`Run.digest
             <salience.selector.run.Run.digest>`; never in a conversation without tool
             calls or code, nor in a session's prefix-stable compaction). ``0`` turns it off.

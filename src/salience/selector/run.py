@@ -457,7 +457,7 @@ class Run:
         ToolTalk 0.200 -> 0.202), then best score first. The agent's actions that ``choices`` keeps
         (its state-changing calls, its code actions whole) are kept in the new solve too, and so are
         the user turns it keeps, each in its form (a list of values is no stand-in for what the user
-        asked), but for one whose values are all recurring (:meth:`Rows.acted_on`); its read
+        asked), but for an older one whose values are all recurring (:meth:`Rows.acted_on`); its read
         calls may go, their values listed. The digest is taken only if the whole answer is then worth
         more, each value it lists being worth its entry's score times :data:`DIGEST_WEIGHT`, shared
         over the entry's values, and each recurring value :data:`RECURRING_WORTH` times
@@ -483,10 +483,15 @@ class Run:
         allowed[self.edit_actions() & (choices != _DROP), _DROP] = False
         allowed[self.code_actions() & (choices == _FULL)] = WHOLE_ONLY
         # Nor what the user said: a user turn it keeps stays in its form (values are no stand-in for a request;
-        # held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md), but for
+        # held out, user turns kept whole: mean 0.119 / 0.227 -> 0.158 / 0.310, BENCHMARKS.md), but for an older
         # one whose every value is recurring, which the digest lists first (held out, 10%: ToolTalk +0.094 ->
-        # +0.101, airline +0.236 -> +0.242 over the window; user turns whole 0.266 -> 0.258, 0.272 -> 0.264).
-        users = self.rows.users() & (self.acted_on() < RECURRING_MIN)
+        # +0.101, airline +0.236 -> +0.242 over the window; user turns whole 0.266 -> 0.258, 0.272 -> 0.264). The
+        # newest, the request the agent answers now, keeps its form whatever its values (held out: the references
+        # the same to the digit, user turns whole ToolTalk 0.244 -> 0.245 at 10%, airline 0.377 -> 0.378 at 25%).
+        users = self.rows.users()
+        newest_user = np.flatnonzero(users)[-1:]
+        users = users & (self.acted_on() < RECURRING_MIN)
+        users[newest_user] = True
         allowed[users & (choices == _FULL)] = WHOLE_ONLY
         trimmed = users & (choices == _TRIM)
         allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
