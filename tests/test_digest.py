@@ -390,39 +390,22 @@ class UsersEqual:
         return np.array([0.5 if e.role == "user" else 0.05 for e in transcript.entries])
 
 
-def test_an_older_user_turn_the_agent_has_acted_on_weighs_less_than_one_it_has_not() -> None:
-    """Two older user turns score alike; the agent's call has passed the newer one's value, not the
-    older one's: where only one fits, the selection keeps the request still pending (recency alone
-    would keep the newer)."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a travel agent."},
-        {"role": "user", "content": "Also book flight HX4411 for me."},
-        {"role": "user", "content": "First, my user id is u_77."},
-        _call(0, "get_user", '{"user_id": "u_77"}'),
-        {"role": "tool", "tool_call_id": "c0", "content": "user u_77 gold member " + "detail " * 30},
-        {"role": "user", "content": "Thanks."},
-    ]
-    seen = 0
-    for budget in range(12, 60):
-        result = Compactor(scorer=UsersEqual(), counter=WORDS, digest=0).compact(messages, budget=budget)
-        kept = {"m1", "m2"} & set(result.kept)
-        if len(kept) == 1:
-            seen += 1
-            assert kept == {"m1"}, (budget, result.kept)
-    assert seen, "no budget kept exactly one of the two turns"
+_ACTED_ON_HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a travel agent."},
+    {"role": "user", "content": "Also book flight HX4411 for me."},
+    {"role": "user", "content": "First, my user id is u_77."},
+    _call(0, "get_user", '{"user_id": "u_77"}'),
+    {"role": "tool", "tool_call_id": "c0", "content": "user u_77 gold member " + "detail " * 30},
+]
 
 
-def test_the_newest_user_turn_the_agent_has_acted_on_weighs_less_than_a_request_still_pending() -> None:
-    """The newest user turn gave the credentials that the login call took, and the call has
-    answered; an older turn's request is still pending. Both score alike: where only one of the
-    two fits, the selection keeps the pending request (recency alone would keep the newer)."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a travel agent."},
-        {"role": "user", "content": "Book flight HX4411 for me."},
-        {"role": "user", "content": "My user id is u_77."},
-        _call(0, "get_user", '{"user_id": "u_77"}'),
-        {"role": "tool", "tool_call_id": "c0", "content": "user u_77 gold member " + "detail " * 30},
-    ]
+@pytest.mark.parametrize("newest", [False, True], ids=["older-turn", "newest-turn"])
+def test_a_user_turn_the_agent_has_acted_on_weighs_less_than_a_request_still_pending(newest: bool) -> None:
+    """Two user turns score alike; the agent's call has passed the newer one's value (the user id
+    the lookup took, and answered), not the older one's: where only one fits, the selection keeps
+    the request still pending (recency alone would keep the newer), whether the acted-on turn is
+    an older one (a "Thanks." follows it) or the newest."""
+    messages = _ACTED_ON_HISTORY if newest else [*_ACTED_ON_HISTORY, {"role": "user", "content": "Thanks."}]
     seen = 0
     for budget in range(12, 60):
         result = Compactor(scorer=UsersEqual(), counter=WORDS, digest=0).compact(messages, budget=budget)

@@ -488,10 +488,9 @@ class Run:
         # +0.101, airline +0.236 -> +0.242 over the window; user turns whole 0.266 -> 0.258, 0.272 -> 0.264). The
         # newest, the request the agent answers now, keeps its form whatever its values (held out: the references
         # the same to the digit, user turns whole ToolTalk 0.244 -> 0.245 at 10%, airline 0.377 -> 0.378 at 25%).
-        users = self.rows.users()
-        newest_user = np.flatnonzero(users)[-1:]
-        users = users & (self.acted_on() < RECURRING_MIN)
-        users[newest_user] = True
+        users = self.rows.users() & (self.acted_on() < RECURRING_MIN)
+        if self.last_user() is not None:
+            users[self.last_user()] = True
         allowed[users & (choices == _FULL)] = WHOLE_ONLY
         trimmed = users & (choices == _TRIM)
         allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
