@@ -10,6 +10,10 @@ benchmark, which does not change the model) and evaluated on the set left out:
   user gets, called on the OpenAI message list as a user calls it;
 * ``default (in-domain)``: ``Compactor(scorer=default_scorer())``; the bundled scorer
   trained on every set, so this row is not unseen;
+* ``constant scores``: the same Compactor fed one score (0.5) for every entry: what the
+  selector's structure keeps (observations masked first, stubs, digests, pins, actions and
+  user turns held) with no learned scores at all. ``salience − constant scores`` is what the
+  learned scores add on a domain they never saw, with its bootstrap interval;
 * the baselines of :mod:`salience.bench.independent`, each running as itself: the
   sliding window, value-stub masking, keep-last-10 observation masking, keep-last-3
   tool results; and ``window_billed``, the sliding window charged what the compactor
@@ -65,6 +69,7 @@ except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     import salience
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -93,6 +98,8 @@ SALIENCE = "salience"
 SAME_UNITS = "salience, text tokens"
 DEFAULT = "default (in-domain)"
 WINDOW = "window"
+#: The Compactor fed one score for every entry (:class:`ConstantScores`): the selector's structure alone.
+CONSTANT = "constant scores"
 #: The same window charged what the compactor charges (the default counter's 3 tokens a
 #: message and 3 a call beside the text): both sides of salience − window in one unit,
 #: as billed; the text-token row does the same in the benchmark's units.
@@ -102,8 +109,12 @@ DELTAS: tuple[tuple[str, str, str, str], ...] = (
     (SALIENCE, WINDOW, "salience_minus_window", f"{SALIENCE} − window"),
     (SAME_UNITS, WINDOW, "salience_text_minus_window", f"{SAME_UNITS} − window"),
     (SALIENCE, WINDOW_BILLED, "salience_minus_billed_window", f"{SALIENCE} − window, billed"),
+    (SALIENCE, CONSTANT, "salience_minus_constant", f"{SALIENCE} − constant scores"),
 )
+#: The baselines that issue #14's target (``TARGET`` over them) is about.
+WINDOWS = (WINDOW, WINDOW_BILLED)
 LABELS = {name: label for _, _, name, label in DELTAS}
+BASELINES = {name: baseline for _, baseline, name, _ in DELTAS}
 #: Issue #14's target: salience above the window by this much in every held-out domain.
 TARGET = 0.10
 #: The paired bootstrap of salience − window, over transcripts.
@@ -112,6 +123,17 @@ BOOTSTRAP: Mapping[str, Any] = {"confidence": 0.95, "resamples": 2000, "seed": 0
 INTERVALS = {"independent_micro": "independent", "ours_micro": "ours"}
 
 console = Console(width=220)  # the delta tables carry an interval per domain
+
+
+class ConstantScores:
+    """One score, 0.5, for every entry: fed to the Compactor, it measures what the selector's
+    structure keeps without any learned score (the ``constant scores`` row)."""
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.full(len(transcript.entries), 0.5)
+
+    def __repr__(self) -> str:
+        return "ConstantScores()"
 
 
 def note(text: str) -> None:
@@ -385,7 +407,7 @@ def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Seq
         label = LABELS.get(method, method)
         table.add_row(label, *row, style="bold" if method in (SALIENCE, SAME_UNITS) or delta else None)
         for f in fractions if delta else ():
-            ci_row = ci_cells(per_f[str(f)], domains)
+            ci_row = ci_cells(per_f[str(f)], domains, target=BASELINES[method] in WINDOWS)
             if ci_row is not None:
                 table.add_row(f"  {pct(f)}, {100 * BOOTSTRAP['confidence']:g}% CI", *ci_row, style="dim")
     return table
@@ -419,10 +441,10 @@ def ceiling_table(definition: str, ceils: Mapping[str, Mapping[str, Any]], summa
     return table
 
 
-def ci_cells(delta: Mapping[str, Any], domains: Sequence[str]) -> list[str] | None:
+def ci_cells(delta: Mapping[str, Any], domains: Sequence[str], target: bool = True) -> list[str] | None:
     """A delta's per-domain ``+0.099 [+0.061, +0.140]`` cells, then how many domains have the
-    lower bound above 0 and above the target (in the mean and worst columns); ``None`` without
-    intervals."""
+    lower bound above 0 and (``target``: a difference over a window) above the target, in the
+    mean and worst columns; ``None`` without intervals."""
     if "ci" not in delta:
         return None
 
@@ -435,7 +457,7 @@ def ci_cells(delta: Mapping[str, Any], domains: Sequence[str]) -> list[str] | No
     n = delta["ci_domains"]
     return [text(delta["ci"].get(d)) for d in domains] + [
         f"low > 0: {len(delta['lower_above_0'])} of {n}",
-        f"low > +{TARGET:.2f}: {len(delta['lower_above_target'])} of {n}"]
+        f"low > +{TARGET:.2f}: {len(delta['lower_above_target'])} of {n}" if target else ""]
 
 
 def ci_notes(summary: Mapping[str, Any], fractions: Sequence[float]) -> list[str]:
@@ -443,15 +465,18 @@ def ci_notes(summary: Mapping[str, Any], fractions: Sequence[float]) -> list[str
     above 0 and above the target."""
     lines = []
     for key, definition in INTERVALS.items():
-        for _, _, name, label in DELTAS:
+        for _, baseline, name, label in DELTAS:
             for f in fractions:
                 delta = summary.get(key, {}).get(name, {}).get(str(f))
                 if not delta or "ci" not in delta:
                     continue
-                lines.append(f"{label}, {definition}, at {pct(f)}: {BOOTSTRAP['confidence']:.0%} lower "
-                             f"bound above 0 in {len(delta['lower_above_0'])} of {delta['ci_domains']} domains "
-                             f"({', '.join(delta['lower_above_0']) or 'none'}), above +{TARGET:.2f} in "
-                             f"{len(delta['lower_above_target'])} ({', '.join(delta['lower_above_target']) or 'none'})")
+                line = (f"{label}, {definition}, at {pct(f)}: {BOOTSTRAP['confidence']:.0%} lower "
+                        f"bound above 0 in {len(delta['lower_above_0'])} of {delta['ci_domains']} domains "
+                        f"({', '.join(delta['lower_above_0']) or 'none'})")
+                if baseline in WINDOWS:
+                    line += (f", above +{TARGET:.2f} in {len(delta['lower_above_target'])} "
+                             f"({', '.join(delta['lower_above_target']) or 'none'})")
+                lines.append(line)
     return lines
 
 
@@ -548,6 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         if bundled is not None:
             selectors[DEFAULT] = compactor_selector(Compactor(scorer=bundled))
+        selectors[CONSTANT] = compactor_selector(Compactor(scorer=ConstantScores()))
         baselines = baseline_selectors()
         selectors[WINDOW] = baselines.pop(WINDOW)
         selectors[WINDOW_BILLED] = baselines.pop(WINDOW_BILLED)
@@ -601,6 +627,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 "budget counted in text tokens, the benchmark's units (the default counter adds "
                                 "3 tokens per message and 3 per call that the baselines are not charged)",
                     DEFAULT: "Compactor(scorer=default_scorer()): trained on every set, so in-domain",
+                    CONSTANT: "Compactor(scorer=ConstantScores()): 0.5 for every entry, the selector's "
+                              "structure without learned scores (salience − constant scores: what they add)",
                     **{m: "baseline, salience.bench.independent" for m in baseline_selectors()},
                     WINDOW_BILLED: "the sliding window charged as billed (3 tokens a message and 3 a call beside "
                                    "the text, what the compactor counts): salience − window, billed compares "
@@ -612,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for domain_report in reports.values():  # the counts behind the intervals; the others' would only weigh
         for r in domain_report["results"]:
-            if r["method"] not in (SALIENCE, SAME_UNITS, DEFAULT, WINDOW, WINDOW_BILLED):
+            if r["method"] not in (SALIENCE, SAME_UNITS, DEFAULT, CONSTANT, WINDOW, WINDOW_BILLED):
                 r.pop("by_transcript", None)
     args.out.write_text(one_line_lists(json.dumps(out, indent=1, default=str)) + "\n", encoding="utf-8")
     note(f"wrote {args.out}")
