@@ -295,6 +295,36 @@ def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> No
     _lists_the_token(compactor.compact(messages, budget=budget), messages, budget)
 
 
+class UsersBelowEvents:
+    """The searches' results score 0.9, the user's turns 0.5, everything else (the login's result too) 0.05."""
+
+    def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+        return np.array([0.9 if e.role == "tool" and "event" in (e.content or "") else 0.5 if e.role == "user"
+                         else 0.05 for e in transcript.entries])
+
+
+def test_where_the_pins_cannot_be_whole_a_user_turn_may_give_way_to_the_digest() -> None:
+    """Where even the newest result cannot stay with its call, the user turns the plain answer keeps
+    are weighed like any entry beside the digest: the login request (its values passed once, so
+    held before) gives way to its own stub, which lists the session token the calls keep passing
+    beside the request's own handles (held out, ToolTalk at 10%: +0.122 -> +0.157 over the window).
+    Where the pins can be whole, the user's turns keep their form (the tests above)."""
+    messages = _ends_with_a_costly_call(session_history())
+    before = copy.deepcopy(messages)
+    budget = 36
+    plain = Compactor(scorer=UsersBelowEvents(), counter=WORDS, digest=0).compact(messages, budget=budget)
+    assert "m1" in plain.kept and TOKEN not in json.dumps(plain.messages)
+    compactor = Compactor(scorer=UsersBelowEvents(), counter=WORDS)
+    pair = sum(compactor.counter.count_entry(e) for e in plain.source.entries[-2:])
+    assert pair > budget  # the newest result cannot be kept with its call
+    result = compactor.compact(messages, budget=budget)
+    _lists_the_token(result, messages, budget)
+    found = _digest(result)
+    assert found is not None and "kim_lee_42" in found[1]
+    assert "m1" in result.stubbed and messages[1] in result.restore(["m1"])
+    assert messages == before
+
+
 def test_a_digest_lists_the_agent_s_newest_action_first() -> None:
     """Where the agent's newest action cannot stay beside what must (its call alone costs more than
     the budget), the digest names it first with its values: what the agent just did stays in sight,

@@ -456,13 +456,13 @@ class Run:
         archived holder (as many as fit, the most passed first: held out, 10%, airline 0.447 -> 0.450,
         ToolTalk 0.200 -> 0.202), then best score first. The agent's actions that ``choices`` keeps
         (its state-changing calls, its code actions whole) are kept in the new solve too, and so are
-        the user turns it keeps, each in its form (a list of values is no stand-in for what the user
-        asked), but for an older one whose values are all recurring (:meth:`Rows.acted_on`); its read
-        calls may go, their values listed. The digest is taken only if the whole answer is then worth
-        more, each value it lists being worth its entry's score times :data:`DIGEST_WEIGHT`, shared
-        over the entry's values, and each recurring value :data:`RECURRING_WORTH` times
-        :data:`DIGEST_WEIGHT` more. Only where the transcript acts (a conversation's turns are not
-        their names and dates). Returns ``(choices, fixed)`` for :meth:`assemble`.
+        the user turns it keeps, each in its form (values are no stand-in for a request), but for an
+        older one whose values are all recurring (:meth:`Rows.acted_on`), or any where the pins cannot
+        be whole at all; its read calls may go, their values listed. The digest is taken only if the
+        whole answer is then worth more, each value it lists being worth its entry's score times
+        :data:`DIGEST_WEIGHT`, shared over the entry's values, and each recurring value
+        :data:`RECURRING_WORTH` times :data:`DIGEST_WEIGHT` more. Only where the transcript acts (a
+        conversation's turns are not their names and dates). Returns ``(choices, fixed)`` for :meth:`assemble`.
         """
         if not self.acts():
             return None
@@ -488,12 +488,15 @@ class Run:
         # +0.101, airline +0.236 -> +0.242 over the window; user turns whole 0.266 -> 0.258, 0.272 -> 0.264). The
         # newest, the request the agent answers now, keeps its form whatever its values (held out: the references
         # the same to the digit, user turns whole ToolTalk 0.244 -> 0.245 at 10%, airline 0.377 -> 0.378 at 25%).
-        users = self.rows.users() & (self.acted_on() < RECURRING_MIN)
-        if self.last_user() is not None:
-            users[self.last_user()] = True
-        allowed[users & (choices == _FULL)] = WHOLE_ONLY
-        trimmed = users & (choices == _TRIM)
-        allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
+        # Where the pins cannot be whole (the agent's last step exceeds the budget), none is held (held out, 3 splits,
+        # 10%: ToolTalk +0.118..+0.122 -> +0.144..+0.157 over the window; its whole user turns 0.245 -> 0.201).
+        if room > 0:
+            users = self.rows.users() & (self.acted_on() < RECURRING_MIN)
+            if self.last_user() is not None:
+                users[self.last_user()] = True
+            allowed[users & (choices == _FULL)] = WHOLE_ONLY
+            trimmed = users & (choices == _TRIM)
+            allowed[trimmed, _STUB] = allowed[trimmed, _DROP] = False
         # Never more than the cheapest answer leaves, beyond which the solve below has no answer
         # (held out, 10%: airline +0.210 -> +0.215, SWE-agent +0.273 -> +0.364, others unchanged).
         reserve = min(reserve, budget - int(math.ceil(self.min_cost(allowed, prob.costs))))
