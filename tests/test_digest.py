@@ -274,12 +274,19 @@ def _ends_with_a_costly_call(messages: list[dict[str, Any]]) -> list[dict[str, A
     return messages
 
 
-def _lists_the_token(result: Any, messages: list[dict[str, Any]], budget: int) -> None:
+def _lists_the_token(result: Any, messages: list[dict[str, Any]], budget: int) -> str:
+    """The digest's text, once checked: within the budget, tool pairs whole, the token listed, all restorable."""
     assert result.tokens <= budget and not tool_pairing_errors(result.messages)
     found = _digest(result)
     assert found is not None, [m.get("content") for m in result.messages]
     assert TOKEN in found[1]
     assert result.restore(list(result.archive)) == messages
+    return found[1]
+
+
+def _newest_pair_cost(compactor: Compactor, result: Any) -> int:
+    """What the newest result and the call it answers cost together, as ``compactor`` counts."""
+    return sum(compactor.counter.count_entry(e) for e in result.source.entries[-2:])
 
 
 def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> None:
@@ -290,9 +297,9 @@ def test_where_the_pins_cannot_be_whole_the_digest_still_lists_the_token() -> No
     messages = _ends_with_a_costly_call(session_history())
     budget = 40
     compactor = Compactor(scorer=Results(), counter=WORDS)
-    pair = sum(compactor.counter.count_entry(e) for e in compactor.compact(messages, budget=10_000).source.entries[-2:])
-    assert pair > budget  # the newest result cannot be kept with its call
-    _lists_the_token(compactor.compact(messages, budget=budget), messages, budget)
+    result = compactor.compact(messages, budget=budget)
+    assert _newest_pair_cost(compactor, result) > budget  # the newest result cannot be kept with its call
+    _lists_the_token(result, messages, budget)
 
 
 class UsersBelowEvents:
@@ -315,12 +322,9 @@ def test_where_the_pins_cannot_be_whole_a_user_turn_may_give_way_to_the_digest()
     plain = Compactor(scorer=UsersBelowEvents(), counter=WORDS, digest=0).compact(messages, budget=budget)
     assert "m1" in plain.kept and TOKEN not in json.dumps(plain.messages)
     compactor = Compactor(scorer=UsersBelowEvents(), counter=WORDS)
-    pair = sum(compactor.counter.count_entry(e) for e in plain.source.entries[-2:])
-    assert pair > budget  # the newest result cannot be kept with its call
     result = compactor.compact(messages, budget=budget)
-    _lists_the_token(result, messages, budget)
-    found = _digest(result)
-    assert found is not None and "kim_lee_42" in found[1]
+    assert _newest_pair_cost(compactor, result) > budget  # the newest result cannot be kept with its call
+    assert "kim_lee_42" in _lists_the_token(result, messages, budget)
     assert "m1" in result.stubbed and messages[1] in result.restore(["m1"])
     assert messages == before
 
