@@ -209,6 +209,9 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("user_turns_micro", "user turns kept whole (share of the history's user messages)"),
     ("assistant_words_micro", "the assistant's own words kept whole (its plain messages, not its actions)"),
     ("actions_kept", "actions kept whole (share of the history's actions)"),
+    ("fewer_references", "share of the steps where fewer independent references were visible than in the window's "
+                         "output, at the same step and budget (a pooled recall can hide them)"),
+    ("fewer_ours", "share of the steps where fewer of ours were visible than in the window's output"),
     ("fewer_actions", "steps where fewer actions were kept than by the window"),
     ("fewer_actions_billed", "steps where fewer actions were kept than by the window charged as billed (both sides "
                              "in one unit)"),
@@ -219,8 +222,12 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("empty_fitting", "empty lists returned where the system prompt and the latest message fit (no answer either)"),
     ("over_budget", "outputs over budget (selector calls)"),
 )
-COUNTS = {"fewer_actions", "fewer_actions_billed", "budget_errors", "budget_errors_fitting", "budget_errors_billed",
-          "empty_fitting", "over_budget"}
+#: Figures only in their own summary tables (the per-domain table is wide enough).
+SUMMARY_ONLY = {"fewer_references", "fewer_ours"}
+COUNTS = {"fewer_actions", "fewer_actions_billed", "budget_errors",
+          "budget_errors_fitting", "budget_errors_billed", "empty_fitting", "over_budget"}
+#: Figures where more is worse: the counts, and the shares of steps below the window.
+MORE_IS_WORSE = COUNTS | SUMMARY_ONLY
 
 
 def figure(result: Mapping[str, Any], key: str) -> float:
@@ -228,6 +235,11 @@ def figure(result: Mapping[str, Any], key: str) -> float:
     value: Any
     if key == "actions_kept":
         value = result["actions"]["share"]
+    elif key in ("fewer_references", "fewer_ours"):
+        name = "independent" if key == "fewer_references" else "ours"
+        versus = result.get("fewer_than_reference")  # (absent from a report written before it was counted)
+        steps = result[name]["steps"]
+        value = versus[name]["steps"] / steps if versus is not None and steps else None
     elif key == "fewer_actions":
         value = result["actions"]["fewer_than_reference"] if result["actions"]["steps"] else None
     elif key == "fewer_actions_billed":
@@ -267,17 +279,18 @@ def domain_table(domain: str, report: Mapping[str, Any], fractions: Sequence[flo
              "budget_errors_fitting": "Budget-\nErrors,\nfloor fits",
              "budget_errors_billed": "Budget-\nErrors,\nfits\nbilled", "empty_fitting": "empty,\nfloor fits",
              "over_budget": "over\nbudget"}
-    for key, _ in FIGURES:
+    keys = [key for key, _ in FIGURES if key not in SUMMARY_ONLY]
+    for key in keys:
         table.add_column(short[key], justify="right", no_wrap=True)
     by = _by_method(report)
     for method, results in by.items():
-        cells = [" / ".join(cell(figure(results[f], key), key) for f in fractions) for key, _ in FIGURES]
+        cells = [" / ".join(cell(figure(results[f], key), key) for f in fractions) for key in keys]
         table.add_row(method, *cells, style="bold" if method in (SALIENCE, SAME_UNITS) else None)
     table.add_row("refs (steps); calls", *[
         " / ".join(_refs(next(iter(by.values()))[f], key)
                    for f in (fractions if key in ("budget_errors_fitting", "budget_errors_billed", "empty_fitting")
                              else fractions[:1]))
-        for key, _ in FIGURES], style="dim")
+        for key in keys], style="dim")
     return table
 
 
@@ -333,14 +346,14 @@ def summarise(reports: Mapping[str, Mapping[str, Any]], fractions: Sequence[floa
                 values = {d: figure(_by_method(rep)[method][f], key) for d, rep in reports.items()
                           if method in _by_method(rep)}
                 finite = [v for v in values.values() if math.isfinite(v)]
-                worst = (max if key in COUNTS else min)(finite) if finite else math.nan
+                worst = (max if key in MORE_IS_WORSE else min)(finite) if finite else math.nan
                 per_f[str(f)] = {"domains": {d: _json(v) for d, v in values.items()},
                                  "mean": _json(sum(finite) / len(finite) if finite else math.nan),
                                  "worst": _json(worst),
                                  "worst_domain": next((d for d, v in values.items() if v == worst), None)}
             fig[method] = per_f
         for method, baseline, name, _ in DELTAS:
-            if key in COUNTS or method not in fig or baseline not in fig:
+            if key in MORE_IS_WORSE or method not in fig or baseline not in fig:
                 continue
             delta: dict[str, Any] = {}
             for f in fractions:
@@ -376,7 +389,7 @@ def _json(x: float) -> float | None:
 def summary_table(key: str, title: str, summary: Mapping[str, Any], domains: Sequence[str],
                   fractions: Sequence[float]) -> Table:
     fig = summary[key]
-    worst_word = "most" if key in COUNTS else "worst"
+    worst_word = "most" if key in MORE_IS_WORSE else "worst"
     caption = "cells: " + " / ".join(pct(f) for f in fractions)
     first = fig.get("salience_minus_window", {}).get(str(fractions[0]), {})
     if "ci" in first:

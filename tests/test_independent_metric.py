@@ -641,3 +641,26 @@ def test_bootstrap_leaves_out_transcripts_without_references_and_checks_its_inpu
         paired_bootstrap([1, 1], [1, 1], [2, 2], confidence=95)
     with pytest.raises(ValueError, match="resamples"):
         paired_bootstrap([1, 1], [1, 1], [2, 2], resamples=0)
+
+
+def test_the_runner_counts_the_steps_where_a_method_shows_fewer_references_than_the_window() -> None:
+    def nothing_but_the_latest(messages: Any, budget: int) -> Any:
+        return sliding_window(messages, budget, counter=words)[-1:]
+
+    selectors = {**baseline_selectors(words), "latest": nothing_but_the_latest}
+    report = evaluate(_transcripts(), selectors, (1.0,), counter=words)
+    window, latest = report.result("window", 1.0), report.result("latest", 1.0)
+    assert window.fewer_references == window.fewer_ours == 0  # against itself
+    # at the whole budget the window shows every reference; the latest message alone shows fewer
+    assert window.independent.seen == window.independent.refs > latest.independent.seen
+    assert 0 < latest.fewer_references <= latest.independent.steps
+    assert latest.fewer_references_lost == window.independent.seen - latest.independent.seen
+    assert latest.fewer_ours_lost == window.ours.seen - latest.ours.seen > 0
+    assert latest.more_references == latest.more_ours == window.more_references == 0
+    assert latest.to_dict()["fewer_than_reference"]["independent"] == {
+        "steps": latest.fewer_references, "references": latest.fewer_references_lost, "more_steps": 0}
+    flipped = evaluate(_transcripts(), selectors, (1.0,), counter=words, reference="latest")
+    assert flipped.result("window", 1.0).more_references == latest.fewer_references  # the same steps, seen from
+    assert flipped.result("window", 1.0).fewer_references == 0                       # the other side
+    unpaired = evaluate(_transcripts(), selectors, (1.0,), counter=words, reference=None)
+    assert unpaired.result("latest", 1.0).fewer_references == 0  # nothing to compare with

@@ -207,6 +207,7 @@ class IndependentReport:
                 "user_turns_kept": r.user_turns.micro, "assistant_words_kept": r.assistant_words.micro,
                 "actions_kept": r.actions_share, "fewer_actions": float(r.fewer_actions),
                 "fewer_actions_second": float(r.fewer_actions_second),
+                "fewer_references": float(r.fewer_references), "fewer_ours": float(r.fewer_ours),
                 "budget_errors": float(r.budget_errors), "budget_errors_fitting": float(r.budget_errors_fitting),
                 "over_budget": float(r.over_budget),
             }
@@ -381,7 +382,7 @@ class _Acc:
     __slots__ = ("action_steps", "actions_kept", "actions_total", "budget_errors", "budget_errors_billed",
                  "budget_errors_fitting", "calls",
                  "code", "empty_fitting", "fewer", "fewer_second", "fitting", "independent", "invalid", "ours", "over",
-                 "seconds", "user", "user_turns", "assistant_words", "by_transcript")
+                 "seconds", "user", "user_turns", "assistant_words", "by_transcript", "fewer_refs")
 
     def __init__(self, transcripts: int) -> None:
         self.independent = self.ours = self.user = self.code = self.user_turns = self.assistant_words = Recall()
@@ -391,6 +392,9 @@ class _Acc:
         self.calls = self.budget_errors = self.over = self.invalid = self.fitting = self.budget_errors_fitting = 0
         self.empty_fitting = self.budget_errors_billed = 0
         self.seconds = 0.0
+        #: definition -> [steps with fewer references than the reference method, references fewer in all,
+        #: steps with more]
+        self.fewer_refs = {d: [0, 0, 0] for d in ("independent", "ours")}
 
     def result(self, method: str, fraction: float) -> MethodResult:
         return MethodResult(method=method, fraction=fraction, independent=self.independent, ours=self.ours,
@@ -404,7 +408,11 @@ class _Acc:
                             budget_errors_billed=self.budget_errors_billed, empty_fitting=self.empty_fitting,
                             over_budget=self.over, invalid=self.invalid, seconds=self.seconds,
                             independent_by_transcript=self._counts("independent"),
-                            ours_by_transcript=self._counts("ours"))
+                            ours_by_transcript=self._counts("ours"),
+                            fewer_references=self.fewer_refs["independent"][0],
+                            fewer_references_lost=self.fewer_refs["independent"][1],
+                            fewer_ours=self.fewer_refs["ours"][0], fewer_ours_lost=self.fewer_refs["ours"][1],
+                            more_references=self.fewer_refs["independent"][2], more_ours=self.fewer_refs["ours"][2])
 
     def add(self, definition: str, position: int, seen: int, refs: int) -> None:
         counts = self.by_transcript[definition]
@@ -450,9 +458,10 @@ def evaluate(
     reference missed, no action kept) and is counted; BudgetErrors are also counted
     apart where the budget holds the system messages and the latest message (where
     a valid output fits, so a default should not raise). Any other exception
-    propagates. ``reference`` names the selector that ``fewer_actions`` compares
-    against (``None``: no comparison), and ``fewer_actions_second`` counts the same against
-    ``second_reference`` (the window charged as billed, say). ``progress``: ``True`` shows a rich progress
+    propagates. ``reference`` names the selector that ``fewer_actions``, ``fewer_references``
+    and ``fewer_ours`` compare against, step by step (``None``: no comparison), and
+    ``fewer_actions_second`` counts the same against ``second_reference`` (the window charged as
+    billed, say). ``progress``: ``True`` shows a rich progress
     bar (on stderr), a callable gets ``(description, done, total)``. Deterministic
     when the selectors are.
     """
@@ -477,6 +486,7 @@ def evaluate(
             for f in fr:
                 budget = history_budget(step.history, f, tc)
                 kept_actions: dict[str, int] = {}
+                shown: dict[str, dict[str, int]] = {"independent": {}, "ours": {}}  # definition -> method -> seen
                 for name, select in selectors.items():
                     a = acc[(name, f)]
                     a.calls += 1
@@ -505,6 +515,7 @@ def evaluate(
                         seen = sum(r in text for r in ind.refs)
                         a.independent = a.independent.add(seen, len(ind.refs))
                         a.add("independent", step.position, seen, len(ind.refs))
+                        shown["independent"][name] = seen
                     if ind.user_given:
                         a.user = a.user.add(sum(r in text for r in ind.user_given), len(ind.user_given))
                     if step.ours:
@@ -512,6 +523,7 @@ def evaluate(
                         seen = sum(r.casefold() in folded for r in step.ours)
                         a.ours = a.ours.add(seen, len(step.ours))
                         a.add("ours", step.position, seen, len(step.ours))
+                        shown["ours"][name] = seen
                     code = step.code.refs
                     if code:
                         a.code = a.code.add(sum(r in text for r in code), len(code))
@@ -527,6 +539,16 @@ def evaluate(
                         a.actions_total += len(step.actions)
                         a.action_steps += 1
                         kept_actions[name] = kept
+                if reference is not None:
+                    for definition, seen_by in shown.items():
+                        for name, seen in seen_by.items():
+                            short = seen_by[reference] - seen
+                            counts = acc[(name, f)].fewer_refs[definition]
+                            if short > 0:
+                                counts[0] += 1
+                                counts[1] += short
+                            elif short < 0:
+                                counts[2] += 1
                 if reference is not None and step.actions:
                     for name, kept in kept_actions.items():
                         if kept < kept_actions[reference]:

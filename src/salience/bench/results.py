@@ -167,6 +167,12 @@ class MethodResult:
     where the input did not. ``seconds`` is the time spent inside the selector.
     ``independent_by_transcript`` and ``ours_by_transcript`` split ``independent`` and
     ``ours`` by transcript (:class:`TranscriptCounts`), for :func:`paired_bootstrap`.
+    ``fewer_references`` counts the steps where this method showed fewer independent references
+    than the reference method (the window) at the same step and budget, and
+    ``fewer_references_lost`` how many it showed fewer there in all; ``fewer_ours`` and
+    ``fewer_ours_lost`` the same by our definition: a pooled recall above the window's can
+    still hide steps where the window did better, which these count (``more_references`` and
+    ``more_ours``: the steps where this method showed more).
     """
 
     method: str
@@ -193,6 +199,12 @@ class MethodResult:
     seconds: float = 0.0
     independent_by_transcript: TranscriptCounts = field(default_factory=TranscriptCounts)
     ours_by_transcript: TranscriptCounts = field(default_factory=TranscriptCounts)
+    fewer_references: int = 0
+    fewer_references_lost: int = 0
+    fewer_ours: int = 0
+    fewer_ours_lost: int = 0
+    more_references: int = 0
+    more_ours: int = 0
 
     @property
     def actions_share(self) -> float:
@@ -215,4 +227,8 @@ class MethodResult:
             "invalid": self.invalid, "seconds": round(self.seconds, 3),
             "by_transcript": {"independent": self.independent_by_transcript.to_dict(),
                               "ours": self.ours_by_transcript.to_dict()},
+            "fewer_than_reference": {
+                "independent": {"steps": self.fewer_references, "references": self.fewer_references_lost,
+                                "more_steps": self.more_references},
+                "ours": {"steps": self.fewer_ours, "references": self.fewer_ours_lost, "more_steps": self.more_ours}},
         }
