@@ -664,3 +664,13 @@ def test_the_runner_counts_the_steps_where_a_method_shows_fewer_references_than_
     assert flipped.result("window", 1.0).fewer_references == 0                       # the other side
     unpaired = evaluate(_transcripts(), selectors, (1.0,), counter=words, reference=None)
     assert unpaired.result("latest", 1.0).fewer_references == 0  # nothing to compare with
+    from rich.console import Console
+
+    console = Console(record=True, width=300)
+    console.print(report.table())
+    console.print(unpaired.table())
+    paired_text, unpaired_text = console.export_text().split("recall by the independent definition")[1:]
+    assert "steps below window" in paired_text and "steps below" not in unpaired_text
+    share = f"{latest.fewer_references / latest.independent.steps:.3f}"
+    assert any(line.split("│")[1].strip() == "latest" and line.split("│")[3].strip() == share
+               for line in paired_text.splitlines() if line.count("│") > 3)

@@ -218,7 +218,8 @@ class IndependentReport:
 
     def table(self, title: str = "recall by the independent definition (issue #14) and beside it") -> Table:
         """A rich table: one row per method, one column per figure that has references here
-        (independent, user-given, ours, code support, actions kept whole, BudgetErrors), each
+        (independent, the share of its steps where fewer were visible than in the reference
+        method's output, user-given, ours, code support, actions kept whole, BudgetErrors), each
         cell its values at :attr:`fractions` joined by `` / ``."""
         from rich.table import Table
 
@@ -232,6 +233,10 @@ class IndependentReport:
             ("actions kept", lambda r: r.actions_share, False),
             ("BudgetErrors", lambda r: float(r.budget_errors), True),
         ]
+        reference = self.meta.get("reference")
+        if reference is not None:
+            figures.insert(1, (f"steps below {reference}", lambda r: r.fewer_references / r.independent.steps
+                               if r.independent.steps else math.nan, False))
         figures = [f for f in figures if f[2] or any(math.isfinite(f[1](r)) for r in self.results)]
         refs = {name: getattr(self.results[0], attr).refs if self.results else 0
                 for name, attr in (("independent", "independent"), ("user-given", "user_given"), ("ours", "ours"),
