@@ -13,7 +13,8 @@ import pytest
 from salience import Compactor
 from salience.bench.references import tool_pairing_errors
 from salience.errors import ParameterError
-from salience.selector.render import marker_ids
+from salience.selector import run
+from salience.selector.render import digest_part, marker_ids
 from salience.selector.run import DIGEST_JOIN
 from salience.tokens import TokenCounter
 from salience.transcript import Transcript
@@ -327,6 +328,26 @@ def test_where_the_pins_cannot_be_whole_a_user_turn_may_give_way_to_the_digest()
     assert "kim_lee_42" in _lists_the_token(result, messages, budget)
     assert "m1" in result.stubbed and messages[1] in result.restore(["m1"])
     assert messages == before
+
+
+def test_a_digest_part_gives_up_its_tool_s_name_before_its_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where an archived entry's part fits only without its tool's name, the digest lists the values
+    under the entry's id alone: the name is the first thing to go (held out, ToolTalk at 10%: +0.157
+    -> +0.172 over the window)."""
+    messages = _ends_with_a_costly_call(session_history())
+    budget = 60
+    result = Compactor(scorer=Results(), counter=WORDS).compact(messages, budget=budget)
+    found = _digest(result)
+    assert found is not None, [m.get("content") for m in result.messages]
+    assert result.tokens <= budget and not tool_pairing_errors(result.messages)
+    part = next(p for p in found[1].split(DIGEST, 1)[1].rstrip("]").split("; ") if p.startswith("m9"))
+    assert part.startswith("m9: EV300X, R300") and "EV311X" in part, part
+    assert result.restore(list(result.archive)) == messages
+    # with every part named, the digest has no room for them: m9's own stub lists its first eight alone
+    monkeypatch.setattr(run, "fitting_part", lambda i, label, values, more, count, limit:
+                        digest_part(i, label, values, more=more))
+    named = Compactor(scorer=Results(), counter=WORDS).compact(messages, budget=budget)
+    assert "EV311X" not in json.dumps(named.messages)
 
 
 def test_a_digest_lists_the_agent_s_newest_action_first() -> None:

@@ -289,6 +289,23 @@ def digest_part(entry_id: str, label: str | None, values: list[str], *, more: bo
     return ", " + listing if more else entry_id + (f" ({label})" if label else "") + ": " + listing
 
 
+def fitting_part(entry_id: str, label: str | None, values: list[str], more: bool, count: Callable[[str], int],
+                 limit: int) -> str:
+    """:func:`digest_part` (``more`` as there), without its ``label`` where only that way it fits in
+    ``limit`` tokens (``count``): a tool's name is the first thing a digest gives up, before any value.
+    Held out, salience − window, 10% / 25%: ToolTalk +0.157 / +0.137 -> +0.172 / +0.144 (on the three
+    training splits +0.015 to +0.019 at 10%, +0.006 to +0.007 at 25%), airline and API-Bank within
+    0.002 either way.
+
+    >>> fitting_part("m6", "get_reservation_details", ["M20IZO"], False, len, 40)
+    'm6 (get_reservation_details): M20IZO'
+    >>> fitting_part("m6", "get_reservation_details", ["M20IZO"], False, len, 20)
+    'm6: M20IZO'
+    """
+    text = digest_part(entry_id, label, values, more=more)
+    return text if more or not label or count(text) <= limit else digest_part(entry_id, None, values, more=False)
+
+
 def fitting_prefix(values: list[str], render: Callable[[list[str]], str], count: Callable[[str], int],
                     limit: int) -> int:
     """How many of ``values``, from the first, ``render`` in at most ``limit`` tokens (``count``):

@@ -54,7 +54,7 @@ from salience.selector.options import OptionsCache, min_cost, rows, trim_to, uni
 from salience.selector.params import Config
 from salience.selector.pins import empty_error, grow_trim, must_stay_error, pin_worth, strict_pins, window_actions
 from salience.selector.problem import WHOLE_ONLY
-from salience.selector.render import archived_head, digest_part, fitting_prefix
+from salience.selector.render import archived_head, digest_part, fitting_part, fitting_prefix
 from salience.selector.result import Compaction, Ledger
 from salience.selector.scoring import checked_scores, unrepeated
 from salience.transcript import ACTION_BLOCK, Entry, Transcript
@@ -448,8 +448,8 @@ class Run:
         be whole at all), and never more than the cheapest answer leaves: the rest is solved again,
         and the latest archived entry (stubbed, or else dropped and neither a call nor a result)
         becomes a stub that also lists (after :data:`DIGEST_JOIN`), entry by entry, the values of the
-        other archived entries that no whole entry shows, each entry's id first (so each stays
-        restorable): first the agent's newest action's, where it is archived (what it just did, as many
+        other archived entries that no whole entry shows, each entry's id first (restorable), its tool's name
+        where it fits: first the agent's newest action's, where it is archived (what it just did, as many
         as fit; held out, 10%: airline 0.450 -> 0.463, MINT by our definition +0.370 -> +0.380), then
         the values that at least :data:`RECURRING_MIN` of the agent's calls passed (:meth:`recurring`:
         a session token, a user id, what the next call most likely passes again), under their newest
@@ -567,7 +567,7 @@ class Run:
                 passes = self.rows.passes()
                 fresh = sorted(fresh, key=lambda v: -passes[v])
                 fresh = fresh[:max(fitting_prefix(fresh, part, counter.count, room - used - 1), 1)]
-            text = part(fresh)
+            text = fitting_part(entries[i].id, label, fresh, at is not None, counter.count, room - used - 1)
             extra = counter.count(text) + 1
             if used + extra > room:
                 misses += 1
