@@ -222,8 +222,10 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("empty_fitting", "empty lists returned where the system prompt and the latest message fit (no answer either)"),
     ("over_budget", "outputs over budget (selector calls)"),
 )
-#: Figures only in their own summary tables (the per-domain table is wide enough).
-SUMMARY_ONLY = {"fewer_references", "fewer_ours"}
+#: The shares of steps below the window, by the definition each counts: figures only in their own summary tables
+#: (the per-domain table is wide enough).
+STEP_SHARES = {"fewer_references": "independent", "fewer_ours": "ours"}
+SUMMARY_ONLY = set(STEP_SHARES)
 COUNTS = {"fewer_actions", "fewer_actions_billed", "budget_errors",
           "budget_errors_fitting", "budget_errors_billed", "empty_fitting", "over_budget"}
 #: Figures where more is worse: the counts, and the shares of steps below the window.
@@ -235,8 +237,8 @@ def figure(result: Mapping[str, Any], key: str) -> float:
     value: Any
     if key == "actions_kept":
         value = result["actions"]["share"]
-    elif key in ("fewer_references", "fewer_ours"):
-        name = "independent" if key == "fewer_references" else "ours"
+    elif key in STEP_SHARES:
+        name = STEP_SHARES[key]
         versus = result.get("fewer_than_reference")  # (absent from a report written before it was counted)
         steps = result[name]["steps"]
         value = versus[name]["steps"] / steps if versus is not None and steps else None
