@@ -44,7 +44,10 @@ knowing each step's references, as billed or in text tokens, with the latest mes
 or free to go; ``--no-ceiling`` skips it). Writes everything to ``benchmarks/out/unseen.json`` (the per-transcript
 counts behind the intervals for the salience rows and the window only, each list on one
 line). ``--track`` logs each held-out scorer's training run and its unseen figures to
-MLflow (``salience.training.tracking``). Not part of the tests. From the repository root::
+MLflow (``salience.training.tracking``). ``--observations user`` hands the selectors MINT's
+and SWE-agent's free-standing observations as the ``user`` turns their raw logs carry, not
+as ``tool`` messages that answer no call (the references stay the same). Not part of the
+tests. From the repository root::
 
     python benchmarks/bench_unseen.py [--data ../shared/data] [--max-steps 6] [--domains mint,swe-agent]
 """
@@ -76,6 +79,7 @@ from rich.table import Table
 from salience import Compactor, ImportanceScorer, TokenCounter, Transcript, default_scorer, load_transcripts
 from salience.bench.ceiling import DEFINITIONS, VARIANTS, Ceiling, ceilings
 from salience.bench.independent import (
+    OBSERVATIONS,
     IndependentReport,
     baseline_selectors,
     compactor_selector,
@@ -561,6 +565,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="skip the ceiling of whole-message selection (salience.bench.ceiling; ~2 min)")
     parser.add_argument("--track", action="store_true",
                         help="log each held-out scorer's training run and unseen figures to MLflow")
+    parser.add_argument("--observations", choices=OBSERVATIONS, default="tool",
+                        help="hand the selectors each free-standing observation (MINT's, SWE-agent's older runs') "
+                             "as a tool message, the loaders' form (default), or as the user turn its raw log "
+                             "carries; the references and measures stay the same")
     parser.add_argument("--out", type=Path, default=OUT / "unseen.json", help="the JSON report to write")
     args = parser.parse_args(argv)
     max_steps = args.max_steps or None
@@ -595,7 +603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         selectors.update(baselines)
         t0 = time.perf_counter()
         report = evaluate(transcripts, selectors, args.fractions, max_steps=max_steps, reference=WINDOW,
-                          second_reference=WINDOW_BILLED, progress=True, description=f"[{d}] steps")
+                          second_reference=WINDOW_BILLED, progress=True, description=f"[{d}] steps",
+                          observations=args.observations)
         timings["evaluate"][d] = round(time.perf_counter() - t0, 1)
         per_method: dict[str, float] = {}
         for r in report.results:
@@ -636,7 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "salience_version": salience.__version__, "python": platform.python_version(),
         "args": {"data": str(args.data), "domains": list(args.domains), "fractions": list(args.fractions),
                  "max_steps": max_steps, "retrain": args.retrain, "no_default": args.no_default,
-                 "no_ceiling": args.no_ceiling},
+                 "no_ceiling": args.no_ceiling, "observations": args.observations},
         "methods": {SALIENCE: "Compactor(scorer=<trained without the held-out set>), no other parameter",
                     SAME_UNITS: "the same, with counter=TokenCounter(message_overhead=0, call_overhead=0): the "
                                 "budget counted in text tokens, the benchmark's units (the default counter adds "

@@ -538,6 +538,46 @@ def test_assistant_words_count_its_plain_messages_whole_and_not_its_actions() ->
     assert report.metrics()["assistant_words_kept_100pct_all"] == 1.0
 
 
+MINT_LIKE = [  # observations without a call, as MINT's and SWE-agent's older runs log them
+    {"role": "user", "content": "Compute the answer for case 31337 and print it."},
+    {"role": "assistant", "content": "<execute>\nresult_value = compute(31337)\nprint(result_value)\n</execute>"},
+    {"role": "tool", "name": "python", "content": "Observation:\nresult_value = compute(31337) -> 918273"},
+    {"role": "assistant", "content": "<execute>\nresult_value = compute(31337)\ncheck(918273)\n</execute>"},
+    {"role": "tool", "name": "python", "content": "Observation:\nok"},
+    {"role": "assistant", "content": "<execute>\nfinal = check(918273)\n</execute>"},
+]
+
+
+def test_observations_can_reach_the_selectors_as_the_user_turns_raw_logs_carry() -> None:
+    handed: dict[str, list[list[str]]] = {"tool": [], "user": []}
+
+    def recorder(mode: str) -> Any:
+        def select(messages: Any, budget: int) -> Any:
+            handed[mode].append([m["role"] for m in messages])
+            return list(messages)
+        return select
+
+    def no_users(messages: Any, budget: int) -> Any:
+        return [m for m in messages if m["role"] != "user"]
+
+    transcripts = [Transcript.from_openai(MINT_LIKE, id="mint")]
+    reports = {mode: evaluate(transcripts, {"all": recorder(mode), "no_users": no_users}, (1.0,), counter=words,
+                              reference=None, observations=mode) for mode in ("tool", "user")}
+    assert handed["tool"] and all("tool" in roles for roles in handed["tool"] if len(roles) > 2)
+    assert handed["user"] and not any("tool" in roles for roles in handed["user"])
+    assert [r.count("user") for r in handed["user"]] == [1 + r.count("tool") for r in handed["tool"]]
+    tool, user = (reports[m] for m in ("tool", "user"))
+    # the same steps and references either way; only what the selectors were handed differs
+    assert tool.steps == user.steps > 0
+    for name in ("all", "no_users"):
+        a, b = tool.result(name, 1.0), user.result(name, 1.0)
+        assert (a.ours.refs, a.code.refs, a.user_turns.refs) == (b.ours.refs, b.code.refs, b.user_turns.refs)
+    assert tool.result("all", 1.0).ours.seen == user.result("all", 1.0).ours.seen > 0
+    assert user.result("no_users", 1.0).ours.seen < tool.result("no_users", 1.0).ours.seen  # 918273 went with them
+    with pytest.raises(ParameterError, match="observations"):
+        evaluate(transcripts, {"all": recorder("tool")}, (1.0,), counter=words, reference=None, observations="system")
+
+
 def test_the_runner_spreads_at_most_max_steps_per_transcript() -> None:
     report = evaluate(_transcripts(), baseline_selectors(words), counter=words, max_steps=1)
     assert report.steps == 2

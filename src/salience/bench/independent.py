@@ -108,6 +108,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_FRACTIONS",
     "MIN_CODE_CHARS",
+    "OBSERVATIONS",
     "OMITTED",
     "CLEARED",
     "CodeStep",
@@ -144,6 +145,9 @@ __all__ = [
 
 #: Budget fractions (shares of the non-system tokens, over the system prompt).
 DEFAULT_FRACTIONS: tuple[float, ...] = (0.10, 0.25)
+#: How :func:`evaluate` hands free-standing observations to the selectors: as ``tool`` messages
+#: (the loaders' form) or as the ``user`` turns raw logs carry them as.
+OBSERVATIONS: tuple[str, ...] = ("tool", "user")
 
 
 def _pct(fraction: float) -> str:
@@ -276,6 +280,7 @@ class _Plan:
     position: int  # of the transcript in evaluate's input
     index: int
     history: tuple[Message, ...]
+    given: tuple[Message, ...]  # what the selectors are handed: the history, or its observations as user turns
     independent: IndependentStep
     ours: tuple[str, ...]
     code: CodeStep
@@ -335,9 +340,19 @@ def _ours(transcript: Transcript) -> dict[int, tuple[str, ...]]:
     return out
 
 
-def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: TokenCounter) -> Iterator[list[_Plan]]:
+def _as_user(message: Message) -> Message:
+    """A free-standing observation (a ``tool`` message answering no call) as the ``user`` turn that
+    raw logs of agents without a tool-call protocol carry it as; any other message as it is."""
+    if message.get("role") == "tool" and not message.get("tool_call_id"):
+        return {"role": "user", "content": message.get("content") or ""}
+    return message
+
+
+def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: TokenCounter,
+          observations: str = "tool") -> Iterator[list[_Plan]]:
     for position, t in enumerate(transcripts):
         messages = t.to_openai()
+        given = [_as_user(m) for m in messages] if observations == "user" else messages
         if len(messages) != len(t.entries):  # entries and messages must line up for our definition
             raise SalienceError(f"transcript {t.id!r}: to_openai() gave {len(messages)} messages for "
                                 f"{len(t.entries)} entries; cannot line up the two definitions")
@@ -359,7 +374,8 @@ def _plan(transcripts: Sequence[Transcript], max_steps: int | None, counter: Tok
         steps = []
         for i, ind, code in _spread(candidates, max_steps):
             history = tuple(messages[:i])
-            steps.append(_Plan(transcript=t.id, position=position, index=i, history=history, independent=ind,
+            steps.append(_Plan(transcript=t.id, position=position, index=i, history=history,
+                               given=tuple(given[:i]), independent=ind,
                                ours=ours.get(i, ()), code=code, actions=tuple(texts[j] for j in acting if j < i),
                                user_turns=tuple(texts[j] for j in users if j < i),
                                assistant_words=tuple(texts[j] for j in words if j < i),
@@ -443,6 +459,7 @@ def evaluate(
     second_reference: str | None = None,
     progress: bool | ProgressFn = False,
     description: str = "steps",
+    observations: str = "tool",
 ) -> IndependentReport:
     """Replay ``transcripts`` and measure every selector at every measured step and fraction.
 
@@ -469,6 +486,13 @@ def evaluate(
     billed, say). ``progress``: ``True`` shows a rich progress
     bar (on stderr), a callable gets ``(description, done, total)``. Deterministic
     when the selectors are.
+
+    ``observations="user"`` hands the selectors each free-standing observation (a ``tool``
+    message that answers no call: MINT's, SWE-agent's older runs') as a ``user`` turn with
+    the same content, as the raw logs of agents without a tool-call protocol carry it (the
+    loaders of :mod:`salience.datasets` read such turns as observations; a user calling
+    ``compact`` on the raw messages does not). Every reference, budget and measure stays
+    defined on the transcript's own roles, so the two runs count the same things.
     """
     started = time.perf_counter()
     fr = _check_fractions(fractions)
@@ -481,9 +505,11 @@ def evaluate(
             raise ParameterError(f"evaluate: reference {ref!r} is not one of the selectors ({list(selectors)})")
     if second_reference is not None and reference is None:
         raise ParameterError("evaluate: second_reference needs a reference")
+    if observations not in OBSERVATIONS:
+        raise ParameterError(f"evaluate: observations must be one of {OBSERVATIONS} (got {observations!r})")
     tc: TokenCounter = as_counter(counter)
     transcripts = list(transcripts)
-    plan = [s for steps in _plan(transcripts, max_steps, tc) for s in steps]
+    plan = [s for steps in _plan(transcripts, max_steps, tc, observations) for s in steps]
     acc = {(name, f): _Acc(len(transcripts)) for name in selectors for f in fr}
     report_progress, close = _progress(progress, description, len(plan))
     try:
@@ -500,7 +526,7 @@ def evaluate(
                     t0 = time.perf_counter()
                     out: Sequence[Message] | None
                     try:
-                        out = select(step.history, budget)
+                        out = select(step.given, budget)
                     except BudgetError:
                         out = None
                         a.budget_errors += 1
