@@ -81,6 +81,7 @@ from salience.bench.ceiling import DEFINITIONS, VARIANTS, Ceiling, ceilings
 from salience.bench.independent import (
     OBSERVATIONS,
     IndependentReport,
+    anthropic_compactor_selector,
     baseline_selectors,
     compactor_selector,
     evaluate,
@@ -100,6 +101,8 @@ SALIENCE = "salience"
 #: The same Compactor counting the budget in the benchmark's own units (text tokens,
 #: no per-message overhead), as the baselines do.
 SAME_UNITS = "salience, text tokens"
+#: The same Compactor handed each history as Anthropic messages (``--anthropic``).
+ANTHROPIC = "salience, Anthropic messages"
 DEFAULT = "default (in-domain)"
 WINDOW = "window"
 #: The Compactor fed one score for every entry (:class:`ConstantScores`): the selector's structure alone.
@@ -113,6 +116,7 @@ DELTAS: tuple[tuple[str, str, str, str], ...] = (
     (SALIENCE, WINDOW, "salience_minus_window", f"{SALIENCE} − window"),
     (SAME_UNITS, WINDOW, "salience_text_minus_window", f"{SAME_UNITS} − window"),
     (SALIENCE, WINDOW_BILLED, "salience_minus_billed_window", f"{SALIENCE} − window, billed"),
+    (ANTHROPIC, WINDOW, "anthropic_minus_window", f"{ANTHROPIC} − window"),
     (SALIENCE, CONSTANT, "salience_minus_constant", f"{SALIENCE} − constant scores"),
 )
 #: The baselines that issue #14's target (``TARGET`` over them) is about.
@@ -569,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="hand the selectors each free-standing observation (MINT's, SWE-agent's older runs') "
                              "as a tool message, the loaders' form (default), or as the user turn its raw log "
                              "carries; the references and measures stay the same")
+    parser.add_argument("--anthropic", action="store_true",
+                        help=f"add the row {ANTHROPIC!r}: the same Compactor handed each history as Anthropic "
+                             "messages (tool results in user messages), as a Claude agent holds it")
     parser.add_argument("--out", type=Path, default=OUT / "unseen.json", help="the JSON report to write")
     args = parser.parse_args(argv)
     max_steps = args.max_steps or None
@@ -594,6 +601,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             SALIENCE: compactor_selector(Compactor(scorer=scorers[d])),
             SAME_UNITS: compactor_selector(Compactor(scorer=scorers[d], counter=TEXT_TOKENS)),
         }
+        if args.anthropic:
+            selectors[ANTHROPIC] = anthropic_compactor_selector(Compactor(scorer=scorers[d]))
         if bundled is not None:
             selectors[DEFAULT] = compactor_selector(Compactor(scorer=bundled))
         selectors[CONSTANT] = compactor_selector(Compactor(scorer=ConstantScores()))
@@ -650,6 +659,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     SAME_UNITS: "the same, with counter=TokenCounter(message_overhead=0, call_overhead=0): the "
                                 "budget counted in text tokens, the benchmark's units (the default counter adds "
                                 "3 tokens per message and 3 per call that the baselines are not charged)",
+                    ANTHROPIC: "the salience row's Compactor handed each history as Anthropic messages "
+                               "(Transcript.from_openai(history).to_anthropic(), its system prompt as system), "
+                               "measured on the result as OpenAI messages",
                     DEFAULT: "Compactor(scorer=default_scorer()): trained on every set, so in-domain",
                     CONSTANT: "Compactor(scorer=ConstantScores()): 0.5 for every entry, the selector's "
                               "structure without learned scores (salience − constant scores: what they add)",
@@ -664,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for domain_report in reports.values():  # the counts behind the intervals; the others' would only weigh
         for r in domain_report["results"]:
-            if r["method"] not in (SALIENCE, SAME_UNITS, DEFAULT, CONSTANT, WINDOW, WINDOW_BILLED):
+            if r["method"] not in (SALIENCE, SAME_UNITS, ANTHROPIC, DEFAULT, CONSTANT, WINDOW, WINDOW_BILLED):
                 r.pop("by_transcript", None)
     args.out.write_text(one_line_lists(json.dumps(out, indent=1, default=str)) + "\n", encoding="utf-8")
     note(f"wrote {args.out}")

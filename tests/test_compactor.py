@@ -360,6 +360,45 @@ def test_anthropic_stub_is_a_tool_result_block() -> None:
     assert_anthropic_valid(result.messages)
 
 
+def test_anthropic_keeps_the_newest_request_where_a_stub_of_the_first_turn_would_take_its_room() -> None:
+    messages = anthropic_messages()
+    newest = messages[-1]
+    budget = total_tokens([newest], system=SYSTEM)  # the newest request alone fits, and no more
+    source, fmt = to_transcript(messages, system=SYSTEM, format=None)
+    run = Run(make()._config(budget), source, fmt)
+    _, costs, allowed = run.options()
+    first = next(i for i, e in enumerate(source.entries) if e.role != "system")
+    held = allowed.copy()
+    held[[0, -1]] = [True, False, False, False]  # the system prompt and the newest request whole ...
+    held[first, 3] = False  # ... beside the first user turn in some form (what Anthropic's rule held before)
+    assert run.min_cost(held, costs) > budget
+    result = make().compact(messages, system=SYSTEM, budget=budget)
+    assert result.messages == [newest] and result.tokens <= budget
+    assert_anthropic_valid(result.messages)
+    dropped = source.entries[first]
+    assert result.choices[dropped.id] is Option.DROP and result.archive[dropped.id] == dropped
+
+
+def test_anthropic_holds_the_first_user_turn_where_the_selection_would_open_with_the_assistant() -> None:
+    messages = [
+        {"role": "user", "content": "Summarise the incident report for ticket INC-4471 please."},
+        {"role": "assistant", "content": "The outage began at 09:12 when the primary database failed over; "
+                                         "ticket INC-4471 lists three follow-ups for the storage team."},
+        {"role": "user", "content": "ok"},
+        {"role": "assistant", "content": "The follow-ups are: replace disk 7, patch the controller, and rerun the "
+                                         "failover drill on Friday at 14:00."},
+    ]
+    scorer = DictScorer({"m0": 0.0, "m2": 0.0}, default=1.0)
+    everything = total_tokens(messages, system=SYSTEM)
+    for budget in range(everything // 2, everything):
+        result = make(scorer=scorer, pin_last=1, pin_last_user=False, digest=0).compact(
+            messages, system=SYSTEM, budget=budget)
+        assert result.messages[0]["role"] == "user", budget
+        assert_anthropic_valid(result.messages)
+        if result.choices["m1"] is not Option.DROP:  # the assistant's words kept: a user turn opens the list
+            assert result.choices["m0"] is not Option.DROP
+
+
 def test_anthropic_system_blocks_come_back_as_given() -> None:
     system = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]
     result = make(pin_last=2).compact(anthropic_messages(), system=system, budget=120)

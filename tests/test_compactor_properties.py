@@ -217,6 +217,11 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
         assert_openai_valid(result.messages, may_be_unanswered=waiting)
     else:
         assert_anthropic_valid(result.messages, may_be_unanswered=waiting)
+        # Anthropic's first message comes from the user, wherever the input's does
+        opening = next((e for e in source.entries if e.role != "system"), None)
+        if opening is not None and opening.role == "user":
+            first = next((e for e in result.transcript.entries if e.role != "system"), None)
+            assert first is not None and first.role == "user", [e.role for e in result.transcript.entries]
     parents = source.parents()
     for i, p in enumerate(parents):
         if p >= 0:

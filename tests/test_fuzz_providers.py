@@ -407,7 +407,8 @@ def test_anthropic_drop_keeps_roles_alternating() -> None:
 
 
 def test_anthropic_output_starts_with_a_user_message() -> None:
-    """The first user turn may be trimmed or stubbed for Anthropic, never dropped."""
+    """Anthropic's messages open with a user turn: the first, trimmed or stubbed, where it fits beside
+    the pins; else a later one, with nothing before it (never an assistant message first)."""
     messages = [
         {"role": "user", "content": "word " * 200},
         {"role": "assistant", "content": "Sure."},
@@ -423,8 +424,12 @@ def test_anthropic_output_starts_with_a_user_message() -> None:
     # the pinned last turn gives way before the first user turn does (a stub still starts the list)
     tight = compactor.compact(messages, budget=16, format="anthropic")
     assert tight.tokens <= 16 and tight.messages[0]["role"] == "user" and "m0" not in tight.dropped
-    with pytest.raises(BudgetError, match="the first user turn"):
-        compactor.compact(messages, budget=3, format="anthropic")
+    # below that, the newest request opens the messages alone: the first turn's stub would take its room
+    newest = compactor.compact(messages, budget=10, format="anthropic")
+    assert newest.messages == [messages[2]] and check_anthropic(newest.messages, newest.system) == []
+    with pytest.raises(BudgetError, match="a user turn to open the messages") as raised:
+        compactor.compact(messages, budget=5, format="anthropic")
+    assert raised.value.required == compactor.compact(messages, budget=raised.value.required, format="anthropic").tokens
 
 
 def test_consecutive_user_messages_pass_the_looser_rule() -> None:

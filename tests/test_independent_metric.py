@@ -16,6 +16,7 @@ from salience.bench.independent import (
     CLEARED,
     OMITTED,
     actions_kept,
+    anthropic_compactor_selector,
     baseline_selectors,
     code_references,
     compactor_selector,
@@ -463,6 +464,39 @@ def test_compactor_selector_lets_budget_error_through_to_the_runner() -> None:
                       counter=words)
     assert report.result("salience", 0.1).budget_errors == report.steps
     assert report.result("window", 0.1).budget_errors == 0
+
+
+def test_the_anthropic_selector_hands_over_anthropic_messages_and_is_measured_like_the_others() -> None:
+    from salience import Compactor
+    from salience.scorer.baselines import RecencyScorer
+
+    seen: list[Any] = []
+
+    class Recording(Compactor):
+        def compact(self, messages: Any, **kw: Any) -> Any:
+            seen.append((messages, kw))
+            return super().compact(messages, **kw)
+
+    select = anthropic_compactor_selector(Recording(scorer=RecencyScorer(), counter=words))
+    for messages in (AIRLINE, CODING):
+        # where everything fits, every message comes back as written, a call's arguments and ids too
+        # (the round trip writes '{"a":1}' as '{"a": 1}', and 'c1.x' as 'c1_x', which Anthropic wants),
+        # so a whole action counts as whole and a call keeps its result
+        compact_args = [{**m, "tool_calls": [{**c, "id": c["id"] + ".x", "function": {**c["function"], "arguments":
+            json.dumps(json.loads(c["function"]["arguments"]), separators=(",", ":"))}} for c in m["tool_calls"]]}
+            if m.get("tool_calls") else {**m, "tool_call_id": m["tool_call_id"] + ".x"} if m.get("tool_call_id")
+            else m for m in messages]
+        assert select(compact_args, 10**6) == compact_args
+        assert actions_kept(compact_args, select(compact_args, 10**6)) == actions_kept(compact_args, compact_args)
+        tight = select(compact_args, history_budget(compact_args, 0.5, words))
+        assert not tool_pairing_errors(tight) and all(m in compact_args for m in tight if m.get("tool_calls"))
+    assert seen and all(kw["format"] == "anthropic" and all(m["role"] in ("user", "assistant") for m in messages)
+                        for messages, kw in seen)
+    assert all(kw["system"] for _, kw in seen)  # the system prompt rides beside, as Anthropic takes it
+    report = evaluate(_transcripts(), {"anthropic": select}, (0.3, 0.6, 1.0), counter=words, reference=None)
+    for f in (0.3, 0.6, 1.0):
+        r = report.result("anthropic", f)
+        assert r.over_budget == r.invalid == 0 and r.calls == report.steps > 0
 
 
 def test_the_runner_is_deterministic_and_compares_actions_with_the_window() -> None:

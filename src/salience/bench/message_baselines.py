@@ -6,13 +6,15 @@ The four: :func:`sliding_window` (also charged as billed, ``billed=True``: the c
 overhead per message and call, as the compactor counts), :func:`observation_masking` (keep
 the last 10 tool results), :func:`keep_last_tool_results` (the last 3) and
 :func:`value_stub_masking`. :func:`baseline_selectors` gives them by name; :func:`compactor_selector` wraps a
-:class:`~salience.Compactor`.
+:class:`~salience.Compactor`, and :func:`anthropic_compactor_selector` wraps one that is handed the same history as
+Anthropic messages, as a Claude agent holds it.
 
 :mod:`salience.bench.independent` re-exports every public name here.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +37,7 @@ __all__ = [
     "OMITTED",
     "Selector",
     "baseline_selectors",
+    "anthropic_compactor_selector",
     "compactor_selector",
     "keep_last_tool_results",
     "observation_masking",
@@ -242,3 +245,66 @@ def compactor_selector(compactor: Any) -> Selector:
 
     select.__name__ = f"compactor_selector({type(compactor).__name__})"
     return select
+
+
+def anthropic_compactor_selector(compactor: Any) -> Selector:
+    """``compactor`` handed each history as Anthropic messages, as a Claude agent holds it: the
+    OpenAI messages as a :class:`~salience.Transcript` (``Transcript.from_openai``), then
+    ``compactor.compact(t.to_anthropic(), system=t.anthropic_system(), budget=budget)``; the
+    compacted transcript comes back as OpenAI messages, so the benchmark measures it as it
+    measures every other selector (its text, its tokens, its tool pairs); an entry kept whole
+    comes back as the very message it was (the round trip writes a call's arguments anew,
+    ``{"a":1}`` as ``{"a": 1}``, which would count a whole action as lost). The message
+    structure differs (tool results ride in user messages, the first message must be the
+    user's); the words are the same. A :class:`~salience.BudgetError` propagates."""
+    from salience.transcript import Transcript
+
+    def select(messages: Sequence[Message], budget: int) -> Sequence[Message]:
+        t = Transcript.from_openai(list(messages))
+        out = compactor.compact(t.to_anthropic(), system=t.anthropic_system(), budget=budget, format="anthropic")
+        source = out.source.entries
+        # each call as the caller wrote it, by its place among all calls (Anthropic renames ids it refuses)
+        written = [c for m in messages for c in (m.get("tool_calls") or ())]
+        ids = [c.id for e in source for c in e.tool_calls]
+        calls = dict(zip(ids, written)) if len(ids) == len(written) else {}
+        rendered: list[Message] = [_as_written(m, calls) for m in out.transcript.to_openai()]
+        # a tool message that answers no call (MINT's observations) rides in a user message
+        roles = ["user" if m.get("role") == "tool" and not m.get("tool_call_id") else m.get("role") for m in messages]
+        if len(source) != len(messages) or any(e.role != r for e, r in zip(source, roles)):
+            return rendered  # the round trip did not keep one entry per message (it merges two in a row): as rendered
+        at = {e.id: i for i, e in enumerate(source)}
+        kept = set(out.kept)
+        return [messages[at[e.id]] if e.id in kept else m for e, m in zip(out.transcript.entries, rendered)]
+
+    select.__name__ = f"anthropic_compactor_selector({type(compactor).__name__})"
+    return select
+
+
+def _as_written(message: Message, calls: dict[str, Any]) -> Message:
+    """``message`` with each call's id and arguments as the caller wrote them (``calls``: the
+    caller's call by the id the round trip gave it), where the arguments hold the same JSON,
+    and a tool result's ``tool_call_id`` the caller's: the Anthropic round trip renames ids
+    Anthropic refuses (``call.2`` as ``call_2``) and writes arguments anew."""
+    if message.get("role") == "tool":
+        call = calls.get(message.get("tool_call_id"))  # type: ignore[arg-type]
+        return {**message, "tool_call_id": call["id"]} if isinstance(call, dict) and "id" in call else message
+    if not message.get("tool_calls"):
+        return message
+    fixed = []
+    for call in message["tool_calls"]:
+        old = calls.get(call.get("id"))
+        if isinstance(old, dict):
+            args = call.get("function", {}).get("arguments")
+            was = old.get("function", {}).get("arguments")
+            if isinstance(args, str) and isinstance(was, str) and _same_json(args, was):
+                args = was
+            call = {**call, "id": old.get("id", call.get("id")), "function": {**call["function"], "arguments": args}}
+        fixed.append(call)
+    return {**message, "tool_calls": fixed}
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return False

@@ -53,7 +53,8 @@ knapsack. :meth:`Compactor.clear_cache` empties the compactor's caches
 :mod:`salience.selector.session`).
 
 Invariants: ``tokens <= budget`` unless what may not give way exceeds it: the system
-prompt whole (with ``pin_system``), Anthropic's first user turn as a stub, and the calls
+prompt whole (with ``pin_system``), Anthropic's first message from the user (the first user
+turn as a stub, where the selection would open with anything else), and the calls
 their results need, or a budget that holds no message at all, not even the latest in its
 cheapest form (an empty list is no answer; then :class:`~salience.errors.BudgetError`, or
 with ``on_over_budget="keep_pins"`` that cheapest valid selection, flagged
@@ -86,6 +87,7 @@ from salience.messages.dispatch import FORMATS, MessageCache, to_transcript
 from salience.messages.dispatch import MEMO_SIZE as MEMO_SIZE  # re-exported (module doc)
 from salience.messages.dispatch import detect_format as detect_format  # re-exported
 from salience.selector.masking import Phase, PhasePolicy
+from salience.selector.opening import choose
 from salience.selector.options import OptionsCache
 from salience.selector.params import (
     DEFAULT_RETAIN,
@@ -197,7 +199,7 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             ``None`` or missing keys: :data:`DEFAULT_RETAIN` (trim 0.6, stub 0.15).
         solver: ``"auto"``, ``"lp"``, ``"exact"`` or ``"greedy"`` (see :func:`salience.selector.knapsack.solve`).
         on_over_budget: ``"raise"`` a :class:`BudgetError` when what may not give way (the
-            system prompt whole, Anthropic's first user turn, the calls their results need)
+            system prompt whole, Anthropic's opening user turn, the calls their results need)
             exceeds the budget, or ``"keep_pins"``: return that cheapest valid selection,
             flagged ``over_budget=True``.
         profile: tuned parameters (a mapping, or the path of a JSON file holding one;
@@ -359,15 +361,9 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             if phase is not None:
                 run.policy().check_phase(phase)
             return run.assemble(run.full_choices(), budget=cfg.budget, scores=None, phase=None, method="fits")
-        prob = run.problem(cfg.budget, query=query, phase=phase)
-        choices, method, over = run.solve(prob, cfg.budget)
-        fixed = None
-        if not over and cfg.digest:
-            better = run.digest(prob, choices, cfg.budget, cfg.digest)
-            if better is not None:
-                choices, fixed = better
-        return run.assemble(choices, budget=cfg.budget, scores=prob.scores, phase=prob.phase, method=method,
-                            over_budget=over, fixed=fixed)
+        c = choose(run, cfg, query=query, phase=phase)  # (Anthropic's first message from the user: opening.py)
+        return run.assemble(c.choices, budget=cfg.budget, scores=c.prob.scores, phase=c.prob.phase, method=c.method,
+                            over_budget=c.over, fixed=c.fixed)
 
     def session(
         self,

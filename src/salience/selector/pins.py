@@ -12,7 +12,7 @@ before the rest is filled.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,8 +23,8 @@ from salience.selector.problem import DROP, FULL, STUB, TRIM, WHOLE_ONLY
 if TYPE_CHECKING:
     from salience.transcript import Entry
 
-__all__ = ["PIN_FORMS", "PIN_RANKS", "empty_error", "grow_trim", "must_stay_error", "pin_worth", "strict_pins",
-           "window_actions"]
+__all__ = ["PIN_FORMS", "PIN_RANKS", "empty_error", "grow_trim", "hold_first_turn", "must_stay_error",
+           "opens_with_user", "pin_worth", "strict_pins", "window_actions"]
 
 #: What a soft pin's forms are worth, as shares of the pin's weight (see :func:`pin_worth`).
 PIN_FORMS = np.array([1.0, 0.5, 0.25, 0.0])
@@ -179,13 +179,14 @@ def empty_error(transcript_id: str, budget: int, need: float) -> BudgetError:
 def must_stay_error(transcript_id: str, budget: int, required: int | None, pins: int, *, system: bool,
                     anthropic: bool) -> BudgetError:
     """The error for a budget below what may not give way: system entries kept whole (``system``: with
-    ``pin_system``), Anthropic's first user turn (at least a stub), and the calls their results need.
+    ``pin_system``), Anthropic's opening user turn (at least a stub), and the calls their results need.
     Every other pin may be trimmed, stubbed or dropped; ``pins`` is set on the error."""
     must = []
     if system:
         must.append("its system prompt, kept whole with pin_system=True")
     if anthropic:
-        must.append("the first user turn, which Anthropic requires (at least as a stub)")
+        must.append("a user turn to open the messages, which Anthropic requires (the first, at least as a stub, "
+                    "or a later one with none of what comes before it)")
     what = "; ".join(must) or "the tool calls and results that must stay together"
     need = f"would need {required} tokens" if required is not None else "cannot be kept with its tool groups"
     err = BudgetError(
@@ -195,3 +196,22 @@ def must_stay_error(transcript_id: str, budget: int, required: int | None, pins:
         budget=budget, required=required or 0)
     err.pins = pins  # type: ignore[attr-defined]
     return err
+
+
+def hold_first_turn(entries: Sequence[Entry], fixed: Collection[int], allowed: np.ndarray) -> None:
+    """Anthropic wants the first message from the user: the first user turn (the first entry after
+    the system's) may be trimmed or stubbed in ``allowed``, never dropped. Only where a selection
+    chosen without it opens with something else (:func:`opens_with_user`): held always, it cost the
+    newest request its place at small budgets (its stub or trim took the room)."""
+    first = next((i for i, e in enumerate(entries) if e.role != "system"), None)
+    if first is not None and first not in fixed and entries[first].role == "user" and allowed[first, :DROP].any():
+        allowed[first, DROP] = False
+
+
+def opens_with_user(entries: Sequence[Entry], choices: np.ndarray) -> bool:
+    """Whether the first entry ``choices`` keeps after the system's is a user turn: the message
+    Anthropic wants first (and some message it must have: the system prompt rides beside). A
+    tool result is no user turn (it needs its call before it)."""
+    kept = (i for i, c in enumerate(choices.tolist()) if c != DROP and entries[i].role != "system")
+    first = next(kept, None)
+    return first is not None and entries[first].role == "user"

@@ -52,7 +52,15 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
 from salience.selector.options import OptionsCache, min_cost, rows, trim_to, unit_min, unit_mins
 from salience.selector.params import Config
-from salience.selector.pins import empty_error, grow_trim, must_stay_error, pin_worth, strict_pins, window_actions
+from salience.selector.pins import (
+    empty_error,
+    grow_trim,
+    hold_first_turn,
+    must_stay_error,
+    pin_worth,
+    strict_pins,
+    window_actions,
+)
 from salience.selector.problem import WHOLE_ONLY
 from salience.selector.render import archived_head, digest_part, fitting_part, fitting_prefix
 from salience.selector.result import Compaction, Ledger
@@ -274,6 +282,7 @@ class Run:
         query: str | None,
         phase: Phase | str | None,
         fixed: Mapping[int, tuple[int, Entry | None]] | None = None,
+        first_turn: bool = True,
     ) -> Problem:
         """Costs, values and allowed options for ``budget``; ``fixed`` entries get exactly their option."""
         cfg = self.cfg
@@ -306,17 +315,8 @@ class Run:
         hard = pins & self.system_mask() if self.cfg.pin_system else np.zeros(self.n, dtype=bool)
         soft = pins & ~hard
         allowed[hard] = WHOLE_ONLY
-        if self.fmt == "anthropic":
-            # Anthropic wants the first message from the user: the first user turn may
-            # be trimmed or stubbed, never dropped.
-            first = next((i for i, e in enumerate(self.source.entries) if e.role != "system"), None)
-            if (
-                first is not None
-                and first not in fixed
-                and self.source.entries[first].role == "user"
-                and allowed[first, :_DROP].any()
-            ):
-                allowed[first, _DROP] = False
+        if self.fmt == "anthropic" and first_turn:
+            hold_first_turn(self.source.entries, fixed, allowed)  # Anthropic wants the first message from the user
         # the newest soft pin that cannot stay whole keeps as much as fits, sparing what quotes its action (grow_trim)
         ents, opts = self.source.entries, self.opts
         self._grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
