@@ -8,6 +8,10 @@ benchmark, which does not change the model) and evaluated on the set left out:
 
 * ``salience``: ``Compactor(scorer=<that scorer>)`` with no other parameter, what a
   user gets, called on the OpenAI message list as a user calls it;
+* ``salience, Anthropic messages``: the same Compactor handed each history as Anthropic
+  messages (tool results in user messages, the system prompt beside them), as a Claude
+  agent holds it, measured on the result as OpenAI messages
+  (:func:`~salience.bench.independent.anthropic_compactor_selector`);
 * ``default (in-domain)``: ``Compactor(scorer=default_scorer())``; the bundled scorer
   trained on every set, so this row is not unseen;
 * ``constant scores``: the same Compactor fed one score (0.5) for every entry: what the
@@ -101,7 +105,7 @@ SALIENCE = "salience"
 #: The same Compactor counting the budget in the benchmark's own units (text tokens,
 #: no per-message overhead), as the baselines do.
 SAME_UNITS = "salience, text tokens"
-#: The same Compactor handed each history as Anthropic messages (``--anthropic``).
+#: The same Compactor handed each history as Anthropic messages (``--no-anthropic`` leaves it out).
 ANTHROPIC = "salience, Anthropic messages"
 DEFAULT = "default (in-domain)"
 WINDOW = "window"
@@ -573,8 +577,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="hand the selectors each free-standing observation (MINT's, SWE-agent's older runs') "
                              "as a tool message, the loaders' form (default), or as the user turn its raw log "
                              "carries; the references and measures stay the same")
-    parser.add_argument("--anthropic", action="store_true",
-                        help=f"add the row {ANTHROPIC!r}: the same Compactor handed each history as Anthropic "
+    parser.add_argument("--no-anthropic", dest="anthropic", action="store_false",
+                        help=f"leave out the row {ANTHROPIC!r}: the same Compactor handed each history as Anthropic "
                              "messages (tool results in user messages), as a Claude agent holds it")
     parser.add_argument("--out", type=Path, default=OUT / "unseen.json", help="the JSON report to write")
     args = parser.parse_args(argv)
@@ -654,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "salience_version": salience.__version__, "python": platform.python_version(),
         "args": {"data": str(args.data), "domains": list(args.domains), "fractions": list(args.fractions),
                  "max_steps": max_steps, "retrain": args.retrain, "no_default": args.no_default,
-                 "no_ceiling": args.no_ceiling, "observations": args.observations},
+                 "no_ceiling": args.no_ceiling, "observations": args.observations, "anthropic": args.anthropic},
         "methods": {SALIENCE: "Compactor(scorer=<trained without the held-out set>), no other parameter",
                     SAME_UNITS: "the same, with counter=TokenCounter(message_overhead=0, call_overhead=0): the "
                                 "budget counted in text tokens, the benchmark's units (the default counter adds "
