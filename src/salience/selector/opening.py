@@ -44,7 +44,7 @@ __all__ = ["Choice", "choose"]
 class Choice:
     """A selection ready for :meth:`Run.assemble`: the problem it solves, the option of each
     entry, how it was solved, whether it is over budget, the digest's fixed entries, and the
-    soft pin's grown trim it was made with (``Run._grown``)."""
+    soft pin's grown trim it was made with (``Run.grown``)."""
 
     prob: Problem
     choices: np.ndarray
@@ -67,7 +67,7 @@ def _solve(run: Run, prob: Problem, cfg: Config, *, anthropic: bool) -> Choice:
         if better is not None and (not anthropic or opens_with_user(run.source.entries, better[0])
                                    or not opens_with_user(run.source.entries, choices)):
             choices, fixed = better
-    return Choice(prob, choices, method, over, dict(fixed) if fixed else None, dict(run._grown))
+    return Choice(prob, choices, method, over, dict(fixed) if fixed else None, dict(run.grown))
 
 
 def choose(run: Run, cfg: Config, *, query: str | None, phase: Phase | str | None) -> Choice:
@@ -79,7 +79,7 @@ def choose(run: Run, cfg: Config, *, query: str | None, phase: Phase | str | Non
     if run.fmt != "anthropic" or first is None or first.role != "user":  # (an input that opens otherwise: as it is)
         return _solve(run, run.problem(cfg.budget, query=query, phase=phase), cfg, anthropic=False)
     prob = run.problem(cfg.budget, query=query, phase=phase, first_turn=False)
-    grown = dict(run._grown)
+    grown = dict(run.grown)
     answers: list[Choice] = []
     try:
         free = _solve(run, prob, cfg, anthropic=True)
@@ -123,7 +123,7 @@ def _opened(allowed: np.ndarray, entries: Sequence[Entry], user: int) -> np.ndar
 
 def _opening(run: Run, prob: Problem, grown: dict[int, Entry], cfg: Config, user: int) -> list[Choice]:
     """The answer that opens with ``user`` (:func:`_opened`), or none where it cannot."""
-    run._grown = dict(grown)
+    run.grown = dict(grown)
     try:
         return [_solve(run, replace(prob, allowed=_opened(prob.allowed, run.source.entries, user)), cfg,
                        anthropic=True)]
@@ -132,5 +132,5 @@ def _opening(run: Run, prob: Problem, grown: dict[int, Entry], cfg: Config, user
 
 
 def _with_grown(run: Run, choice: Choice) -> Choice:
-    run._grown = dict(choice.grown)  # what assemble renders a soft pin's grown trim from
+    run.grown = dict(choice.grown)  # what assemble renders a soft pin's grown trim from
     return choice

@@ -179,7 +179,7 @@ class Run:
         self._recurring: frozenset[str] | None = None
         self._acted: np.ndarray | None = None  # acted_on()
         self._last_user = -2  # -1: no user turn; -2: not worked out yet
-        self._grown: dict[int, Entry] = {}  # a soft pin's trim that keeps as much as fits (problem())
+        self.grown: dict[int, Entry] = {}  # a soft pin's trim that keeps as much as fits (problem(); assemble)
 
     # -- renderings -----------------------------------------------------------
     def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
@@ -319,7 +319,7 @@ class Run:
             hold_first_turn(self.source.entries, fixed, allowed)  # Anthropic wants the first message from the user
         # the newest soft pin that cannot stay whole keeps as much as fits, sparing what quotes its action (grow_trim)
         ents, opts = self.source.entries, self.opts
-        self._grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
+        self.grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
                                 lambda i, limit: trim_to(cfg, ents[i], int(self.src_cost[i]), limit,
                                                          quoting=opts[i].quoting))
         exempt = pins.copy()
@@ -681,7 +681,7 @@ class Run:
                 else:
                     if renders is None:
                         renders = self.options()[0]
-                    entry = self._grown[i] if c == _TRIM and i in self._grown else renders[i][c]
+                    entry = self.grown[i] if c == _TRIM and i in self.grown else renders[i][c]
                 assert entry is not None, (i, c)
                 entries[int(at[i])] = entry
                 if entry is not full[i]:
