@@ -15,7 +15,11 @@ solver's objective is taken:
 * leaving out everything before the first user turn the answer keeps, holding that turn.
 
 Both open with a user turn, the first by construction, the second unless its digest's host
-lands before that turn (then that answer goes without its digest).
+lands before that turn (then that answer goes without its digest). Where neither fits the
+budget, the user turn that opens the messages at the least cost does, with nothing before
+it; where none can, :class:`~salience.errors.BudgetError` says so, with that least cost as
+``required``. A :class:`~salience.selector.session.CompactionSession` keeps the first user
+turn (its prefix stays put), and an input that does not open with a user turn is taken as it is.
 """
 
 from __future__ import annotations
