@@ -320,6 +320,37 @@ def test_a_message_changed_in_place_is_read_again() -> None:
     same(result, make(budget=10**6).compact(copy.deepcopy(messages)))
 
 
+def test_anthropic_messages_seen_before_are_not_read_again() -> None:
+    t = Transcript.from_openai(history(120, seed=9))
+    messages, system = t.to_anthropic(), t.anthropic_system()
+    compactor = make()
+    for k in range(30, len(messages) + 1, 7):
+        warm = compactor.compact(messages[:k], system=system, format="anthropic")
+        cold = make().compact(copy.deepcopy(messages[:k]), system=system, format="anthropic")
+        same(warm, cold)
+    # the second read of the same list gives the very entries of the first
+    first = compactor.compact(messages, system=system, format="anthropic").source.entries
+    again = compactor.compact(messages, system=system, format="anthropic").source.entries
+    assert all(a is b for a, b in zip(first[1:], again[1:])) and len(first) == len(again)
+    # a message changed in place is read again
+    changed = next(i for i, m in enumerate(messages) if any(b.get("type") == "text" for b in m["content"]))
+    j = next(k for k, b in enumerate(messages[changed]["content"]) if b.get("type") == "text")
+    messages[changed] = copy.deepcopy(messages[changed])  # a new object ...
+    messages[changed]["content"][j]["text"] = "changed: order #W0000002"
+    assert compactor.compact(messages, system=system, format="anthropic", budget=10**6).messages == messages
+    messages[changed]["content"][j]["text"] = "changed in place: order #W0000003"  # ... then the same one, changed
+    assert compactor.compact(messages, system=system, format="anthropic", budget=10**6).messages == messages
+    # a result read before still has to answer a call before it: without its call, the cold read's error
+    results = next(i for i, m in enumerate(messages) if isinstance(m["content"], list)
+                   and any(b.get("type") == "tool_result" for b in m["content"]))
+    broken = messages[: results - 1] + messages[results:]
+    with pytest.raises(TranscriptError, match="tool_use_id") as warm_error:
+        compactor.compact(broken, system=system, format="anthropic")
+    with pytest.raises(TranscriptError, match="tool_use_id") as cold_error:
+        make().compact(copy.deepcopy(broken), system=system, format="anthropic")
+    assert str(warm_error.value) == str(cold_error.value)
+
+
 def test_outputs_share_nothing_with_the_cache() -> None:
     messages = history(30, seed=8)
     compactor = make(budget=10**6)

@@ -86,7 +86,7 @@ from typing import Any
 
 from salience.errors import TranscriptError
 from salience.limits import Limits, check_count, check_size, check_value
-from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY
+from salience.messages._common import ANTHROPIC_KEY, OPENAI_KEY, copy_json
 from salience.messages._common import fail as _fail
 from salience.messages._common import short as _short
 from salience.messages.validate import checked_transcript
@@ -135,8 +135,15 @@ def from_anthropic(
     domain: str | None = None,
     queries: Iterable[Query] = (),
     limits: Limits | None = None,
+    memo: Any = None,
 ) -> Transcript:
     """A :class:`Transcript` from Anthropic messages; nothing given is modified or kept by reference.
+
+    ``memo`` (a :class:`~salience.messages.dispatch.IdCache`, the compactor's message cache)
+    keeps each message's entries: a message read before, the same object at the same index
+    and still equal to the copy its entries keep, gives them again (the checks that span
+    messages, a result answering an earlier call, run as for a fresh read), so that on a
+    growing conversation a call reads its new messages alone.
 
     Refused with a :class:`~salience.errors.TranscriptError` naming the message and
     the ``tool_use`` id: a ``tool_result`` that answers no ``tool_use`` of an earlier
@@ -163,7 +170,12 @@ the id of a tool_use block of an earlier assistant message (got 'x')
     size = 0 if system is None else check_value(system, where=f"transcript {tid!r}, system", limits=limits)
     entries: list[Entry] = [] if system is None else [reader.system(system)]
     for i, message in enumerate(messages):
-        entries.extend(reader.read(message, i))
+        parts = reader.recall(memo, message, i) if memo is not None else None
+        if parts is None:
+            parts = reader.read(message, i)
+            if memo is not None:
+                memo.put(message, (i, _MEMO, tuple(parts), parts[0].meta[KEY]["head"]["message"], reader.size))
+        entries.extend(parts)
         size += reader.size
         check_size(size, where=f"transcript {tid!r}", limits=limits, unit="bytes of JSON (about)")
     return checked_transcript(entries, id=tid, size=size, limits=limits, domain=domain, queries=tuple(queries))
@@ -179,6 +191,10 @@ def source_messages(entries: Sequence[Entry]) -> list[dict[str, Any]]:
             last = private["head"]
             out.append(last["message"])
     return out
+
+
+#: What :func:`from_anthropic`'s ``memo`` files its entries under (beside other formats' in one cache).
+_MEMO = "anthropic"
 
 
 class Reader:
@@ -202,6 +218,25 @@ class Reader:
             if entry.tool_call_id is not None:
                 reader.answered.add(entry.tool_call_id)
         return reader
+
+    def recall(self, memo: Any, message: Any, i: int) -> list[Entry] | None:
+        """The entries ``memo`` holds for ``message`` read as the ``i``-th message, if it is the same
+        object, still equal to the copy they keep, and they pass the checks :meth:`read` makes
+        against the messages before it (a result answers an earlier call not yet answered, a
+        call's id is new); the reader's state then moves as reading it would have moved it. Else None."""
+        hit = memo.get(message)
+        if hit is None or hit[0] != i or hit[1] != _MEMO or message != hit[3]:
+            return None
+        parts: tuple[Entry, ...] = hit[2]
+        results = [e.tool_call_id for e in parts if e.tool_call_id is not None]
+        calls = [c for e in parts for c in e.tool_calls]
+        if (any(r not in self.tool_names or r in self.answered for r in results)
+                or any(c.id in self.tool_names for c in calls)):
+            return None  # read it again: the read says what is wrong
+        self.answered.update(results)
+        self.tool_names.update((c.id, c.name) for c in calls)
+        self.size = hit[4]
+        return list(parts)
 
     def system(self, system: Any) -> Entry:
         """The entry of the system prompt ``system`` (a str or a list of text blocks)."""
@@ -231,7 +266,7 @@ class Reader:
             raise _fail(where, "role", "'user' or 'assistant' (the system prompt is given separately)", role)
         if "content" not in message:
             raise TranscriptError(f"{where}: field 'content' is missing")
-        original = copy.deepcopy(dict(message))
+        original = copy_json(dict(message))
         raw_content = original["content"]
         if not isinstance(raw_content, (str, list)):
             raise _fail(where, "content", "a str or a list of content blocks", raw_content)
@@ -456,7 +491,7 @@ def _blocks(entry: Entry, rename: Mapping[str, str] = _NO_RENAME) -> list[dict[s
     if _unchanged(entry, private):
         if private["blocks"] is None:
             return [{"type": "text", "text": entry.content}] if entry.content else []
-        return copy.deepcopy(private["blocks"])
+        return copy_json(private["blocks"])
     return _changed_blocks(entry, private)
 
 
@@ -538,7 +573,7 @@ def _render(message: _Message, renames: Mapping[str, Mapping[str, str]]) -> dict
         and [p["part"] if p is not None else -1 for p in privates] == list(range(head["n"]))
         and all(p is not None and _unchanged(e, p) for e, p in zip(entries, privates))
     )
-    out: dict[str, Any] = copy.deepcopy(dict(head["message"]))
+    out: dict[str, Any] = copy_json(dict(head["message"]))  # (a JSON-like copy made on reading)
     if whole:
         return out
     first = privates[0]

@@ -480,6 +480,10 @@ def to_transcript(
             raise ParameterError("system= is only for Anthropic messages; Responses input carries its instructions "
                              "as a system or developer message item")
         source = from_responses(messages)  # bounded (salience.limits) and checked (require_answered) there
+    elif cache is not None and isinstance(messages, (list, tuple)):
+        from salience.messages.anthropic import from_anthropic
+
+        source = from_anthropic(messages, system=system, memo=cache.read)
     else:
         source = Transcript.from_anthropic(messages, system=system)
     return source, format or fmt
