@@ -379,6 +379,21 @@ def test_anthropic_keeps_the_newest_request_where_a_stub_of_the_first_turn_would
     assert result.choices[dropped.id] is Option.DROP and result.archive[dropped.id] == dropped
 
 
+def test_an_anthropic_session_keeps_the_newest_request_too() -> None:
+    """A session (what AnthropicContext runs) chooses its opening the way compact does."""
+    messages = anthropic_messages()
+    budget = total_tokens([messages[-1]], system=SYSTEM)
+    session = make().session(budget=budget, trigger=1.0, min_removal=0)
+    result = session.compact(messages, system=SYSTEM)
+    assert result.messages == [messages[-1]] and session.triggered
+    assert_anthropic_valid(result.messages)
+    # the next turn: the settled drops stay dropped, and the messages still open with a user turn
+    longer = [*messages, {"role": "assistant", "content": "Booked HAT039."}, {"role": "user", "content": "Thanks!"}]
+    again = session.compact(longer, system=SYSTEM)
+    assert again.messages[0]["role"] == "user" and again.tokens <= budget
+    assert_anthropic_valid(again.messages)
+
+
 def test_anthropic_holds_the_first_user_turn_where_the_selection_would_open_with_the_assistant() -> None:
     messages = [
         {"role": "user", "content": "Summarise the incident report for ticket INC-4471 please."},

@@ -400,6 +400,36 @@ def test_session_invariants(messages: list[dict[str, Any]], c: Compactor, fracti
 
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=openai_histories(), c=compactors(), fraction=st.floats(0.05, 0.9),
+       trigger=st.sampled_from([0.7, 0.9, 1.0]), removal=st.sampled_from([0, 0.1, 0.3]))
+def test_anthropic_session_invariants(messages: list[dict[str, Any]], c: Compactor, fraction: float, trigger: float,
+                                      removal: float) -> None:
+    """A session on a growing Anthropic conversation: within budget, valid for Anthropic, opening
+    with a user turn wherever the conversation does (settled drops and all), restorable."""
+    t = Transcript.from_openai(messages)
+    system = t.anthropic_system() or "You are terse."
+    total = sum(COUNTER.count_entry(e) for e in t.entries)
+    session = c.session(budget=max(1, int(total * fraction)), trigger=trigger, min_removal=removal)
+    for k in range(1, len(messages) + 1):
+        if k < len(messages) and messages[k - 1]["role"] == "assistant" and messages[k - 1].get("tool_calls"):
+            continue
+        prefix = Transcript.from_openai(messages[:k]).to_anthropic()
+        try:
+            result = session.compact(prefix, system=system)
+        except BudgetError:
+            assert c.on_over_budget == "raise"
+            return
+        if not result.over_budget:
+            assert result.tokens <= session.budget
+        assert_anthropic_valid(result.messages, may_be_unanswered=set(result.source.unanswered_calls()))
+        opening = next((e for e in result.source.entries if e.role != "system"), None)
+        if opening is not None and opening.role == "user":
+            first = next((e for e in result.transcript.entries if e.role != "system"), None)
+            assert first is not None and first.role == "user", [e.role for e in result.transcript.entries]
+        assert result.restore(list(result.archive)) == prefix
+
+
 def test_the_greedy_solver_keeps_the_pins_order() -> None:
     """The case above, as a plain call: the pinned result is stubbed beside its call."""
     t = Transcript.from_openai(GREEDY_PIN_CASE)

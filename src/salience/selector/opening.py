@@ -18,8 +18,10 @@ Both open with a user turn, the first by construction, the second unless its dig
 lands before that turn (then that answer goes without its digest). Where neither fits the
 budget, the user turn that opens the messages at the least cost does, with nothing before
 it; where none can, :class:`~salience.errors.BudgetError` says so, with that least cost as
-``required``. A :class:`~salience.selector.session.CompactionSession` keeps the first user
-turn (its prefix stays put), and an input that does not open with a user turn is taken as it is.
+``required``. A :class:`~salience.selector.session.CompactionSession` (what ``AnthropicContext``
+runs) chooses the same way, without the digest and the third answer: first without holding the
+first user turn, then holding the first user turn its settled drops leave. An input that does not
+open with a user turn is taken as it is.
 """
 
 from __future__ import annotations

@@ -200,11 +200,12 @@ def must_stay_error(transcript_id: str, budget: int, required: int | None, pins:
 
 def hold_first_turn(entries: Sequence[Entry], fixed: Collection[int], allowed: np.ndarray) -> None:
     """Anthropic wants the first message from the user: the first user turn (the first entry after
-    the system's) may be trimmed or stubbed in ``allowed``, never dropped. Only where a selection
-    chosen without it opens with something else (:func:`opens_with_user`): held always, it cost the
-    newest request its place at small budgets (its stub or trim took the room)."""
-    first = next((i for i, e in enumerate(entries) if e.role != "system"), None)
-    if first is not None and first not in fixed and entries[first].role == "user" and allowed[first, :DROP].any():
+    the system's that ``allowed`` may keep: a session's settled drops go before it) may be trimmed
+    or stubbed in ``allowed``, never dropped. Only where a selection chosen without it opens with
+    something else (:func:`opens_with_user`): held always, it cost the newest request its place at
+    small budgets (its stub or trim took the room)."""
+    first = next((i for i, e in enumerate(entries) if e.role != "system" and allowed[i, :DROP].any()), None)
+    if first is not None and first not in fixed and entries[first].role == "user":
         allowed[first, DROP] = False
 
 

@@ -32,6 +32,7 @@ from salience.selector import knapsack
 from salience.selector.masking import Phase
 from salience.selector.options import EntryOptions, entry_options
 from salience.selector.params import Config
+from salience.selector.pins import opens_with_user
 from salience.selector.problem import WHOLE_ONLY
 from salience.selector.result import Compaction, Ledger, PrefixReuse
 from salience.selector.run import Problem, Run
@@ -304,46 +305,65 @@ class CompactionSession:
         target = min(self.target, self.budget)
         point = min(self._point, run.n)
         free_prefix = [i for i in range(point) if i not in fixed]
+        # Anthropic wants the first message from the user: each answer is chosen first without holding the
+        # first user turn, and again holding it only where it opens otherwise (as Compactor.compact does:
+        # held always, its stub took the newest request's room at small budgets; selector/opening.py).
+        turns = (False, True) if run.fmt == "anthropic" else (True,)
+        start_over = False
         for goal in (target, self.budget):
-            prob = run.problem(goal, query=query, phase=phase, fixed=fixed)
-            # Settled decisions stand only while the pins still fit whole beside them.
-            if run.min_cost(prob.whole_pins(), prob.costs) > goal:
-                continue
+            for first_turn in turns:
+                prob = run.problem(goal, query=query, phase=phase, fixed=fixed, first_turn=first_turn)
+                # Settled decisions stand only while the pins still fit whole beside them.
+                if run.min_cost(prob.whole_pins(), prob.costs) > goal:
+                    continue
 
-            def fixed_prefix(p: int, prob: Problem = prob) -> np.ndarray:
-                allowed = prob.whole_pins()
-                for i in free_prefix[:p]:
-                    if allowed[i, _FULL]:
-                        allowed[i] = WHOLE_ONLY
-                return allowed
+                def fixed_prefix(p: int, prob: Problem = prob) -> np.ndarray:
+                    allowed = prob.whole_pins()
+                    for i in free_prefix[:p]:
+                        if allowed[i, _FULL]:
+                            allowed[i] = WHOLE_ONLY
+                    return allowed
 
-            lo, hi = 0, len(free_prefix)  # lo is feasible
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if run.min_cost(fixed_prefix(mid), prob.costs) <= goal:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            try:
-                choices, method, over = run.solve(prob, goal, fixed_prefix(lo))
-            except BudgetError:
-                if not fixed:
-                    raise
-                break  # the settled decisions leave no valid answer (every entry dropped): start over
-            result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
-                                  method=f"session-{method}", over_budget=over, fixed=fixed)
-            self._settle(run, choices, result)
-            return result
+                lo, hi = 0, len(free_prefix)  # lo is feasible
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if run.min_cost(fixed_prefix(mid), prob.costs) <= goal:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                try:
+                    choices, method, over = run.solve(prob, goal, fixed_prefix(lo))
+                except BudgetError:
+                    if not fixed:
+                        raise
+                    start_over = True  # the settled decisions leave no valid answer (every entry dropped)
+                    break
+                if not first_turn and not opens_with_user(run.source.entries, choices):
+                    continue
+                result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
+                                      method=f"session-{method}", over_budget=over, fixed=fixed)
+                self._settle(run, choices, result)
+                return result
+            if start_over:
+                break
         # The settled decisions cannot fit: start over.
         self.recompacted = bool(fixed) or point > 0
         if self.recompacted:
             self.full_recompactions += 1
-        goal = target
-        prob = run.problem(goal, query=query, phase=phase)
-        if run.min_cost(prob.whole_pins(), prob.costs) > goal:  # no headroom with the pins whole: the budget
-            goal = self.budget
-            prob = run.problem(goal, query=query, phase=phase)
-        choices, method, over = run.solve(prob, goal)
+        for first_turn in turns:
+            goal = target
+            prob = run.problem(goal, query=query, phase=phase, first_turn=first_turn)
+            if run.min_cost(prob.whole_pins(), prob.costs) > goal:  # no headroom with the pins whole: the budget
+                goal = self.budget
+                prob = run.problem(goal, query=query, phase=phase, first_turn=first_turn)
+            try:
+                choices, method, over = run.solve(prob, goal)
+            except BudgetError:
+                if first_turn:
+                    raise
+                continue  # holding the first user turn says what does not fit
+            if first_turn or opens_with_user(run.source.entries, choices):
+                break
         result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
                               method=f"session-full-{method}", over_budget=over)
         self._settled = {}
