@@ -125,9 +125,24 @@ def test_a_digest_grows_into_the_room_the_pins_leave() -> None:
     assert "B2C8DE" in json.dumps(result.messages)
 
 
-def test_a_session_never_digests() -> None:
-    session = Compactor(scorer=Recent(), counter=WORDS).session(budget=150)
-    assert _digest(session.compact(history())) is None
+def test_a_session_lists_archived_values_too_and_keeps_what_it_settled() -> None:
+    """A session's compaction lists archived values as a plain one does; the digest's host is then
+    settled like any stub, so the next compaction keeps it as it was (a new list goes in a newer stub)."""
+    messages = history()
+    session = Compactor(scorer=Recent(), counter=WORDS).session(budget=200, trigger=1.0, min_removal=0)
+    first = session.compact(messages)
+    found = _digest(first)
+    assert found is not None and first.tokens <= 200 and not tool_pairing_errors(first.messages)
+    assert _digest(Compactor(scorer=Recent(), counter=WORDS, digest=0).session(budget=200).compact(messages)) is None
+    host = first.transcript.entries[found[0]]
+    more = [*messages, {"role": "assistant", "content": "Which cabin for the return flight " + "please " * 90},
+            {"role": "user", "content": "Business too, and keep seat 12A."}]
+    second = session.compact(more)
+    assert session.triggered and not session.recompacted and second.tokens <= 200
+    assert {e.id: e for e in second.transcript.entries}[host.id] == host  # settled: the same rendering
+    # at most one list more, in a newer entry's stub (the old one stands, settled)
+    hosts = [e.id for e in second.transcript.entries if DIGEST in str(e.content)]
+    assert hosts[0] == host.id and len(hosts) <= 2
 
 
 @pytest.mark.parametrize("bad", [-0.1, 0.6, "0.2", True, None])

@@ -194,7 +194,8 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             answer keeps stay as they are, but for an older user turn whose every value two or
             more of the agent's calls passed, which the digest lists (:meth:`Run.digest
             <salience.selector.run.Run.digest>`; never in a conversation without tool
-            calls or code, nor in a session's prefix-stable compaction). ``0`` turns it off.
+            calls or code; in a session's compaction too, where a settled entry hosts none).
+            ``0`` turns it off.
         retain: share of an entry's value kept by ``"trim"`` and ``"stub"`` (FULL keeps 1);
             ``None`` or missing keys: :data:`DEFAULT_RETAIN` (trim 0.6, stub 0.15).
         solver: ``"auto"``, ``"lp"``, ``"exact"`` or ``"greedy"`` (see :func:`salience.selector.knapsack.solve`).

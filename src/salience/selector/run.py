@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -438,8 +438,8 @@ class Run:
         self.solver_gap = sol.gap
         return choices, sol.method, over
 
-    def digest(self, prob: Problem, choices: np.ndarray, budget: int,
-               share: float) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]] | None:
+    def digest(self, prob: Problem, choices: np.ndarray, budget: int, share: float,
+               settled: Container[int] = ()) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]] | None:
         """A better answer than ``choices`` that lists archived entries' values in one stub, or None.
 
         A stub stands for one entry, and a tool result's stub needs its call kept whole beside it: at
@@ -512,10 +512,10 @@ class Run:
         if over:
             return None
         entries = self.source.entries
-        host = next((i for i in range(self.n - 1, -1, -1) if alt[i] == _STUB), None)
-        if host is None:
-            host = next((i for i in range(self.n - 1, -1, -1)
-                         if alt[i] == _DROP and self.parent[i] < 0 and not entries[i].tool_calls
+        host = next((i for i in range(self.n - 1, -1, -1) if alt[i] == _STUB and i not in settled), None)
+        if host is None:  # (a session's settled entries keep their renderings: none hosts)
+            host = next((i for i in range(self.n - 1, -1, -1) if alt[i] == _DROP and i not in settled
+                         and self.parent[i] < 0 and not entries[i].tool_calls
                          and entries[i].role != "system" and entries[i].content), None)
         if host is None:
             return None

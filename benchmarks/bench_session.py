@@ -1,0 +1,118 @@
+"""What an agent loop gets: a session over each growing history at one budget, held out.
+
+``bench_unseen.py`` calls ``Compactor.compact`` once per step, each at that step's own
+budget. An agent loop holds one budget for the whole run and, through ``OpenAIContext``,
+``AnthropicContext`` or the LangChain middleware, one :class:`~salience.CompactionSession`,
+which keeps earlier decisions ("settled") so that the provider's prompt cache keeps its
+prefix, and compacts below the budget (``trigger``, ``min_removal``) to leave headroom.
+This replays that: for each held-out transcript of each tool-use set (the scorer trained
+without that set, ``bench_unseen.train_lodo``, cached), the budget is the system prompt
+plus ``f`` of the other tokens of the history before its last tool-calling step, and at
+every tool-calling step the history so far is handed to
+
+* ``window``: the sliding window (whole messages from the end, :func:`salience.bench.independent.sliding_window`);
+* ``plain``: ``Compactor(scorer).compact(history, budget=B)``, afresh at every step;
+* ``session``: one ``Compactor(scorer).session(budget=B)`` per transcript, fed the growing history
+  (default ``trigger`` 0.9 and ``min_removal`` 0.2, or ``--trigger`` / ``--removal``).
+
+Prints, per held-out set and fraction, the independent reference recall of each (issue
+#14's definition: the step's argument strings and numbers found in earlier messages,
+visible in what is kept), and for the session the mean share of the previous output that
+each call's output begins with (``prefix_reuse``), on the calls that compacted too, and the
+tokens so reused there. Asserts nothing. ``python benchmarks/bench_session.py [--domains
+tau-bench-airline,tooltalk] [--fractions 0.1,0.25]`` from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+try:
+    import salience  # noqa: F401
+except ImportError:  # running from a checkout without installing
+    sys.path.insert(0, str(ROOT / "src"))
+
+from bench_unseen import train_lodo  # noqa: E402
+
+from salience import BudgetError, Compactor, load_transcripts  # noqa: E402
+from salience.bench.independent import history_budget, independent_references, message_text, sliding_window  # noqa: E402
+
+DOMAINS = ("tau-bench-airline", "swe-agent", "tooltalk", "api-bank")  # (MINT's steps call no tool)
+
+
+def replay(domain: str, data: Path, fraction: float, trigger: float, removal: float) -> dict[str, float]:
+    """Recall of the window, plain compaction and a session on ``domain``'s transcripts (module doc)."""
+    scorer, _ = train_lodo(domain, data, retrain=False)
+    refs = 0
+    seen = {"window": 0, "plain": 0, "session": 0}
+    calls = triggered = 0
+    share = share_triggered = tokens_triggered = 0.0
+    for t in load_transcripts(data / domain):
+        messages = t.to_openai()
+        steps = [i for i, m in enumerate(messages) if i and m["role"] == "assistant" and m.get("tool_calls")]
+        if not steps:
+            continue
+        budget = history_budget(messages[: steps[-1]], fraction)
+        plain = Compactor(scorer=scorer)
+        session = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal)
+        for i in steps:
+            history = messages[:i]
+            outs: dict[str, list | None] = {"window": sliding_window(history, budget)}
+            for name, compactor in (("session", session), ("plain", plain)):
+                try:
+                    done = compactor.compact(history, **({} if compactor is session else {"budget": budget}))
+                    outs[name] = list(done.messages)
+                except BudgetError:
+                    outs[name] = None  # nothing visible
+            if session.prefix_reuse is not None:
+                calls += 1
+                share += session.prefix_reuse.share
+                if session.triggered:
+                    triggered += 1
+                    share_triggered += session.prefix_reuse.share
+                    tokens_triggered += session.prefix_reuse.tokens
+            found = independent_references(messages, i).refs
+            refs += len(found)
+            for name, out in outs.items():
+                if out is not None and found:
+                    text = "\n".join(message_text(m) for m in out)
+                    seen[name] += sum(r in text for r in found)
+    out = {name: seen[name] / refs if refs else float("nan") for name in seen}
+    out.update(refs=refs, calls=calls, reuse=share / max(calls, 1), triggered=triggered,
+               reuse_triggered=share_triggered / max(triggered, 1),
+               tokens_triggered=tokens_triggered / max(triggered, 1))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--domains", default=",".join(DOMAINS), help=f"comma-separated (default: {','.join(DOMAINS)})")
+    parser.add_argument("--fractions", default="0.1,0.25", help="budgets over the system prompt (default 0.1,0.25)")
+    parser.add_argument("--trigger", type=float, default=0.9)
+    parser.add_argument("--removal", type=float, default=0.2)
+    args = parser.parse_args(argv)
+    domains = [d for d in args.domains.split(",") if d]
+    unknown = [d for d in domains if not (args.data / d).exists()]
+    if unknown:
+        parser.error(f"data sets not found under {args.data}: {', '.join(unknown)} (use --data)")
+    print(f"{'held out':<18} {'f':>5} {'refs':>6} {'window':>7} {'plain':>7} {'session':>8} "
+          f"{'reuse':>6} {'compacting calls':>17} {'reuse there':>12} {'tokens there':>13}")
+    for domain in domains:
+        for fraction in (float(f) for f in args.fractions.split(",")):
+            started = time.perf_counter()
+            r = replay(domain, args.data, fraction, args.trigger, args.removal)
+            print(f"{domain:<18} {fraction:>5.2f} {r['refs']:>6} {r['window']:>7.3f} {r['plain']:>7.3f} "
+                  f"{r['session']:>8.3f} {r['reuse']:>6.3f} {r['triggered']:>8} of {r['calls']:<6} "
+                  f"{r['reuse_triggered']:>12.3f} {r['tokens_triggered']:>13.0f}  "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
