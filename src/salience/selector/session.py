@@ -384,7 +384,7 @@ class CompactionSession:
         as a plain compaction does; ``prob`` holds what the session keeps whole), and the digest's host as
         a fixed entry; a settled entry hosts none. An Anthropic answer that the digest would open with
         anything but a user turn goes without it. Held out, a session over each growing history at a fixed
-        budget (BENCHMARKS.md): ToolTalk 0.270 -> 0.446 of the references at 10%, airline 0.748 -> 0.834 at 25%."""
+        budget (BENCHMARKS.md): ToolTalk 0.270 -> 0.442 of the references at 10%, airline 0.748 -> 0.825 at 25%."""
         if over or not run.cfg.digest:
             return choices, {}
         better = run.digest(prob, choices, goal, run.cfg.digest, settled=settled)
