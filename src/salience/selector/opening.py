@@ -19,15 +19,15 @@ lands before that turn (then that answer goes without its digest). Where neither
 budget, the user turn that opens the messages at the least cost does, with nothing before
 it; where none can, :class:`~salience.errors.BudgetError` says so, with that least cost as
 ``required``. A :class:`~salience.selector.session.CompactionSession` (what ``AnthropicContext``
-runs) chooses the same way, without the digest and the third answer: first without holding the
-first user turn, then holding the first user turn its settled drops leave. An input that does not
-open with a user turn is taken as it is.
+runs) chooses the same way but for the second and third answers: first without holding the first
+user turn, then holding the first user turn its settled drops leave; its digest is
+:func:`with_digest` too. An input that does not open with a user turn is taken as it is.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from salience.selector.run import Problem, Run
     from salience.transcript import Entry
 
-__all__ = ["Choice", "choose"]
+__all__ = ["Choice", "choose", "with_digest"]
 
 
 @dataclass(frozen=True)
@@ -64,16 +64,28 @@ class Choice:
         return float(self.prob.values[np.arange(len(self.choices)), self.choices].sum())
 
 
+def with_digest(run: Run, prob: Problem, choices: np.ndarray, budget: int, *, anthropic: bool,
+                settled: Container[int] = ()) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]]:
+    """``choices`` with archived values listed in a digest where that is worth more
+    (:meth:`Run.digest`; ``settled``: a session's settled entries, which host none), and the
+    digest's host as a fixed entry (``{}`` without a digest). With ``anthropic``, an answer that
+    opens with a user turn goes without a digest whose host would come before that turn."""
+    if not run.cfg.digest:
+        return choices, {}
+    better = run.digest(prob, choices, budget, run.cfg.digest, settled=settled)
+    entries = run.source.entries
+    if better is None or (anthropic and opens_with_user(entries, choices)
+                          and not opens_with_user(entries, better[0])):
+        return choices, {}
+    return better[0], dict(better[1])
+
+
 def _solve(run: Run, prob: Problem, cfg: Config, *, anthropic: bool) -> Choice:
     choices, method, over = run.solve(prob, cfg.budget)
-    fixed = None
-    if not over and cfg.digest:
-        better = run.digest(prob, choices, cfg.budget, cfg.digest)
-        # a digest's host placed before every user turn would open an Anthropic answer with it
-        if better is not None and (not anthropic or opens_with_user(run.source.entries, better[0])
-                                   or not opens_with_user(run.source.entries, choices)):
-            choices, fixed = better
-    return Choice(prob, choices, method, over, dict(fixed) if fixed else None, dict(run.grown))
+    fixed: dict[int, tuple[int, Entry | None]] = {}
+    if not over:
+        choices, fixed = with_digest(run, prob, choices, cfg.budget, anthropic=anthropic)
+    return Choice(prob, choices, method, over, fixed or None, dict(run.grown))
 
 
 def choose(run: Run, cfg: Config, *, query: str | None, phase: Phase | str | None) -> Choice:

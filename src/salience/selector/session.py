@@ -30,6 +30,7 @@ from salience.messages.dispatch import (
 )
 from salience.selector import knapsack
 from salience.selector.masking import Phase
+from salience.selector.opening import with_digest
 from salience.selector.options import EntryOptions, entry_options
 from salience.selector.params import Config
 from salience.selector.pins import opens_with_user
@@ -343,8 +344,10 @@ class CompactionSession:
                     break
                 if not first_turn and not opens_with_user(run.source.entries, choices):
                     continue
-                choices, listed = self._digest(run, replace(prob, allowed=fixed_prefix(lo)), choices, goal, over,
-                                               fixed)
+                listed: dict[int, tuple[int, Entry | None]] = {}
+                if not over:  # (within what the session holds whole; a settled entry hosts no digest)
+                    choices, listed = with_digest(run, replace(prob, allowed=fixed_prefix(lo)), choices, goal,
+                                                  anthropic=run.fmt == "anthropic", settled=fixed)
                 result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
                                       method=f"session-{method}", over_budget=over, fixed={**fixed, **listed})
                 self._settle(run, choices, result)
@@ -369,29 +372,14 @@ class CompactionSession:
                 continue  # holding the first user turn says what does not fit
             if first_turn or opens_with_user(run.source.entries, choices):
                 break
-        choices, listed = self._digest(run, prob, choices, goal, over, {})
+        listed = {}
+        if not over:
+            choices, listed = with_digest(run, prob, choices, goal, anthropic=run.fmt == "anthropic")
         result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
                               method=f"session-full-{method}", over_budget=over, fixed=listed)
         self._settled = {}
         self._settle(run, choices, result)
         return result
-
-    @staticmethod
-    def _digest(
-        run: Run, prob: Problem, choices: np.ndarray, goal: int, over: bool, settled: dict[int, Any]
-    ) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]]:
-        """``choices`` with archived values listed in a digest where that is worth more (:meth:`Run.digest`,
-        as a plain compaction does; ``prob`` holds what the session keeps whole), and the digest's host as
-        a fixed entry; a settled entry hosts none. An Anthropic answer that the digest would open with
-        anything but a user turn goes without it. Held out, a session over each growing history at a fixed
-        budget (BENCHMARKS.md): ToolTalk 0.270 -> 0.442 of the references at 10%, airline 0.748 -> 0.825 at 25%."""
-        if over or not run.cfg.digest:
-            return choices, {}
-        better = run.digest(prob, choices, goal, run.cfg.digest, settled=settled)
-        if better is None or (run.fmt == "anthropic" and opens_with_user(run.source.entries, choices)
-                              and not opens_with_user(run.source.entries, better[0])):
-            return choices, {}
-        return better[0], dict(better[1])
 
     def _settle(self, run: Run, choices: np.ndarray, result: Compaction) -> None:
         rendered = {e.id: e for e in result.transcript.entries}
