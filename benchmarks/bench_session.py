@@ -11,21 +11,27 @@ plus ``f`` of the other tokens of the history before its last tool-calling step,
 every tool-calling step the history so far is handed to
 
 * ``window``: the sliding window (whole messages from the end, :func:`salience.bench.independent.sliding_window`);
+* ``stubs``: value-stub masking (every user and assistant message kept, the oldest tool results
+  turned into one-line stubs of their values until the history fits, then the window:
+  :func:`salience.bench.independent.value_stub_masking`);
 * ``plain``: ``Compactor(scorer).compact(history, budget=B)``, afresh at every step;
 * ``session``: one ``Compactor(scorer).session(budget=B)`` per transcript, fed the growing history
   (default ``trigger`` 0.9 and ``min_removal`` 0.2, or ``--trigger`` / ``--removal``).
 
-Prints, per held-out set and fraction, the independent reference recall of each (issue
-#14's definition: the step's argument strings and numbers found in earlier messages,
-visible in what is kept), and for the session the mean share of the previous output that
-each call's output begins with (``prefix_reuse``), on the calls that compacted too, and the
-tokens so reused there. Asserts nothing. ``python benchmarks/bench_session.py [--domains
+Prints, per held-out set and fraction, the recall of each by both reference definitions at
+those steps: **independent** (issue #14's: the step's argument strings and numbers found in
+earlier messages, visible in what is kept) and **ours** (``salience bench``'s: the values the
+step uses that first appeared in an earlier entry, visible case-insensitively); the mean and
+the worst set; and for the session the mean share of the previous output that each call's
+output begins with (``prefix_reuse``), on the calls that compacted too, and the tokens so
+reused there. Asserts nothing. ``python benchmarks/bench_session.py [--domains
 tau-bench-airline,tooltalk] [--fractions 0.1,0.25]`` from the repository root.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -40,20 +46,31 @@ except ImportError:  # running from a checkout without installing
 from bench_unseen import train_lodo  # noqa: E402
 
 from salience import BudgetError, Compactor, load_transcripts  # noqa: E402
-from salience.bench.independent import history_budget, independent_references, message_text, sliding_window  # noqa: E402
+from salience.bench.independent import (  # noqa: E402
+    _ours,
+    history_budget,
+    independent_references,
+    message_text,
+    sliding_window,
+    value_stub_masking,
+)
 
 DOMAINS = ("tau-bench-airline", "swe-agent", "tooltalk", "api-bank")  # (MINT's steps call no tool)
 
 
+METHODS = ("window", "stubs", "plain", "session")
+
+
 def replay(domain: str, data: Path, fraction: float, trigger: float, removal: float) -> dict[str, float]:
-    """Recall of the window, plain compaction and a session on ``domain``'s transcripts (module doc)."""
+    """Recall of the baselines, plain compaction and a session on ``domain``'s transcripts (module doc)."""
     scorer, _ = train_lodo(domain, data, retrain=False)
-    refs = 0
-    seen = {"window": 0, "plain": 0, "session": 0}
+    refs = {"independent": 0, "ours": 0}
+    seen = {(name, d): 0 for name in METHODS for d in refs}
     calls = triggered = 0
     share = share_triggered = tokens_triggered = 0.0
     for t in load_transcripts(data / domain):
         messages = t.to_openai()
+        ours = _ours(t)
         steps = [i for i, m in enumerate(messages) if i and m["role"] == "assistant" and m.get("tool_calls")]
         if not steps:
             continue
@@ -62,7 +79,8 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
         session = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal)
         for i in steps:
             history = messages[:i]
-            outs: dict[str, list | None] = {"window": sliding_window(history, budget)}
+            outs: dict[str, list | None] = {"window": sliding_window(history, budget),
+                                            "stubs": value_stub_masking(history, budget)}
             for name, compactor in (("session", session), ("plain", plain)):
                 try:
                     done = compactor.compact(history, **({} if compactor is session else {"budget": budget}))
@@ -76,15 +94,20 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
                     triggered += 1
                     share_triggered += session.prefix_reuse.share
                     tokens_triggered += session.prefix_reuse.tokens
-            found = independent_references(messages, i).refs
-            refs += len(found)
+            found = {"independent": independent_references(messages, i).refs, "ours": ours.get(i, ())}
+            for d, values in found.items():
+                refs[d] += len(values)
             for name, out in outs.items():
-                if out is not None and found:
-                    text = "\n".join(message_text(m) for m in out)
-                    seen[name] += sum(r in text for r in found)
-    out = {name: seen[name] / refs if refs else float("nan") for name in seen}
-    out.update(refs=refs, calls=calls, reuse=share / max(calls, 1), triggered=triggered,
-               reuse_triggered=share_triggered / max(triggered, 1),
+                if out is None:
+                    continue
+                text = "\n".join(message_text(m) for m in out)
+                folded = text.casefold()
+                seen[(name, "independent")] += sum(r in text for r in found["independent"])
+                seen[(name, "ours")] += sum(r.casefold() in folded for r in found["ours"])
+    out: dict[str, float] = {f"{name} {d}": seen[(name, d)] / refs[d] if refs[d] else float("nan")
+                             for name, d in seen}
+    out.update(refs=refs["independent"], refs_ours=refs["ours"], calls=calls, reuse=share / max(calls, 1),
+               triggered=triggered, reuse_triggered=share_triggered / max(triggered, 1),
                tokens_triggered=tokens_triggered / max(triggered, 1))
     return out
 
@@ -101,16 +124,32 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [d for d in domains if not (args.data / d).exists()]
     if unknown:
         parser.error(f"data sets not found under {args.data}: {', '.join(unknown)} (use --data)")
-    print(f"{'held out':<18} {'f':>5} {'refs':>6} {'window':>7} {'plain':>7} {'session':>8} "
-          f"{'reuse':>6} {'compacting calls':>17} {'reuse there':>12} {'tokens there':>13}")
+    fractions = [float(f) for f in args.fractions.split(",")]
+    print(f"{'held out':<18} {'f':>5} {'definition':<12} {'refs':>6} " + " ".join(f"{m:>8}" for m in METHODS)
+          + f" {'reuse':>6} {'compacting calls':>17} {'reuse there':>12} {'tokens there':>13}")
+    rows: dict[tuple[str, float], dict[str, float]] = {}
     for domain in domains:
-        for fraction in (float(f) for f in args.fractions.split(",")):
+        for fraction in fractions:
             started = time.perf_counter()
-            r = replay(domain, args.data, fraction, args.trigger, args.removal)
-            print(f"{domain:<18} {fraction:>5.2f} {r['refs']:>6} {r['window']:>7.3f} {r['plain']:>7.3f} "
-                  f"{r['session']:>8.3f} {r['reuse']:>6.3f} {r['triggered']:>8} of {r['calls']:<6} "
-                  f"{r['reuse_triggered']:>12.3f} {r['tokens_triggered']:>13.0f}  "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+            r = rows[(domain, fraction)] = replay(domain, args.data, fraction, args.trigger, args.removal)
+            for d, n in (("independent", r["refs"]), ("ours", r["refs_ours"])):
+                line = (f"{domain:<18} {fraction:>5.2f} {d:<12} {n:>6.0f} "
+                        + " ".join(f"{r[f'{m} {d}']:>8.3f}" for m in METHODS))
+                if d == "independent":
+                    line += (f" {r['reuse']:>6.3f} {r['triggered']:>8.0f} of {r['calls']:<6.0f} "
+                             f"{r['reuse_triggered']:>12.3f} {r['tokens_triggered']:>13.0f}  "
+                             f"({time.perf_counter() - started:.0f} s)")
+                print(line, flush=True)
+    print("session − window and session − value stubs, mean and worst over the held-out sets:")
+    for fraction in fractions:
+        for d in ("independent", "ours"):
+            for base in ("window", "stubs"):
+                gaps = {dom: rows[(dom, fraction)][f"session {d}"] - rows[(dom, fraction)][f"{base} {d}"]
+                        for dom in domains if math.isfinite(rows[(dom, fraction)][f"session {d}"])}
+                if gaps:
+                    worst = min(gaps, key=gaps.get)  # type: ignore[arg-type]
+                    print(f"  {fraction:.2f} {d:<12} − {base:<7} mean {sum(gaps.values()) / len(gaps):+.3f}, "
+                          f"worst {gaps[worst]:+.3f} ({worst})")
     return 0
 
 
