@@ -16,7 +16,8 @@ every tool-calling step the history so far is handed to
   :func:`salience.bench.independent.value_stub_masking`);
 * ``plain``: ``Compactor(scorer).compact(history, budget=B)``, afresh at every step;
 * ``session``: one ``Compactor(scorer).session(budget=B)`` per transcript, fed the growing history
-  (default ``trigger`` 0.9 and ``min_removal`` 0.2, or ``--trigger`` / ``--removal``).
+  (the library's defaults, ``trigger`` 1.0 and ``min_removal`` 0.1 of the room above the system
+  prompt, or ``--trigger`` / ``--removal``).
 
 Prints, per held-out set and fraction, the recall of each by both reference definitions at
 those steps: **independent** (issue #14's: the step's argument strings and numbers found in
@@ -24,8 +25,11 @@ earlier messages, visible in what is kept) and **ours** (``salience bench``'s: t
 step uses that first appeared in an earlier entry, visible case-insensitively); the mean and
 the worst set; and for the session the mean share of the previous output that each call's
 output begins with (``prefix_reuse``), on the calls that compacted too, and the tokens so
-reused there. Asserts nothing. ``python benchmarks/bench_session.py [--domains
-tau-bench-airline,tooltalk] [--fractions 0.1,0.25]`` from the repository root.
+reused there; and per method (line ``cached``) the share of the tokens it sent, system prompt
+aside (every method sends it first alike), that began its previous output, message for
+message: what a provider's prompt cache could serve. Asserts nothing.
+``python benchmarks/bench_session.py [--domains tau-bench-airline,tooltalk] [--fractions 0.1,0.25]
+[--trigger 1.0] [--removal 0.1]`` from the repository root.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from salience.bench.independent import (  # noqa: E402
     history_budget,
     independent_references,
     message_text,
+    message_tokens,
     sliding_window,
     value_stub_masking,
 )
@@ -66,6 +71,8 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
     scorer, _ = train_lodo(domain, data, retrain=False)
     refs = {"independent": 0, "ours": 0}
     seen = {(name, d): 0 for name in METHODS for d in refs}
+    sent = {name: 0 for name in METHODS}  # tokens sent, and of them the prefix of the method's previous output
+    cached = {name: 0 for name in METHODS}
     calls = triggered = 0
     share = share_triggered = tokens_triggered = 0.0
     for t in load_transcripts(data / domain):
@@ -77,6 +84,7 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
         budget = history_budget(messages[: steps[-1]], fraction)
         plain = Compactor(scorer=scorer)
         session = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal)
+        before: dict[str, list] = {}
         for i in steps:
             history = messages[:i]
             outs: dict[str, list | None] = {"window": sliding_window(history, budget),
@@ -99,7 +107,14 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
                 refs[d] += len(values)
             for name, out in outs.items():
                 if out is None:
+                    before.pop(name, None)
                     continue
+                body = [m for m in out if m.get("role") != "system"]  # (the system prompt: cached by all alike)
+                sent[name] += sum(message_tokens(m) for m in body)
+                prev = before.get(name, [])
+                k = next((j for j, (a, b) in enumerate(zip(prev, body)) if a != b), min(len(prev), len(body)))
+                cached[name] += sum(message_tokens(m) for m in body[:k])
+                before[name] = body
                 text = "\n".join(message_text(m) for m in out)
                 folded = text.casefold()
                 seen[(name, "independent")] += sum(r in text for r in found["independent"])
@@ -109,6 +124,7 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
     out.update(refs=refs["independent"], refs_ours=refs["ours"], calls=calls, reuse=share / max(calls, 1),
                triggered=triggered, reuse_triggered=share_triggered / max(triggered, 1),
                tokens_triggered=tokens_triggered / max(triggered, 1))
+    out.update({f"{name} cached": cached[name] / max(sent[name], 1) for name in METHODS})
     return out
 
 
@@ -117,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--domains", default=",".join(DOMAINS), help=f"comma-separated (default: {','.join(DOMAINS)})")
     parser.add_argument("--fractions", default="0.1,0.25", help="budgets over the system prompt (default 0.1,0.25)")
-    parser.add_argument("--trigger", type=float, default=0.9)
-    parser.add_argument("--removal", type=float, default=0.2)
+    parser.add_argument("--trigger", type=float, default=1.0, help="the session's trigger (default: 1.0)")
+    parser.add_argument("--removal", type=float, default=0.1, help="the session's min_removal (default: 0.1)")
     args = parser.parse_args(argv)
     domains = [d for d in args.domains.split(",") if d]
     unknown = [d for d in domains if not (args.data / d).exists()]
@@ -140,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"{r['reuse_triggered']:>12.3f} {r['tokens_triggered']:>13.0f}  "
                              f"({time.perf_counter() - started:.0f} s)")
                 print(line, flush=True)
+            print(f"{domain:<18} {fraction:>5.2f} {'cached':<12} {'':>6} "
+                  + " ".join(f"{r[f'{m} cached']:>8.3f}" for m in METHODS), flush=True)
     print("session − window and session − value stubs, mean and worst over the held-out sets:")
     for fraction in fractions:
         for d in ("independent", "ours"):

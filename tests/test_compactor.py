@@ -865,6 +865,29 @@ def test_session_settles_decisions_and_keeps_the_prefix() -> None:
     assert result.restore(list(result.archive)) == history(24)
 
 
+def test_session_headroom_is_a_share_of_the_room_above_the_system_prompt() -> None:
+    # A system prompt of most of the budget: headroom as a share of the whole budget would free more
+    # than the history can give; as a share of the room above it, the history keeps its share.
+    h = history(12)
+    h[0] = {"role": "system", "content": " ".join(["rule"] * 250)}
+    system = COUNTER.count_entry(Transcript.from_openai(h[:1]).entries[0])
+    budget = system + 100
+    session = make(pin_last=2).session(budget=budget, trigger=0.9, min_removal=0.2)
+    for steps in range(1, 13):
+        result = session.compact(h[: 1 + 4 * steps])
+        assert session.room == 100 and session.limit == system + 90 and session.target == system + 90 - 20
+        assert result.tokens <= (session.limit if not session.triggered else budget)
+        if session.triggered and not result.over_budget:
+            assert result.tokens <= session.target or session.recompacted
+    assert session.compactions >= 2
+    # A system prompt over the budget: the limit is the budget, never above it (so the call compacts,
+    # and with the system prompt a hard pin, says it does not fit).
+    over = make(pin_last=0).session(budget=system // 2)
+    with pytest.raises(BudgetError):
+        over.compact(h[:5])
+    assert over.room == 0 and over.limit == system // 2
+
+
 def test_session_prefix_reuse_on_a_later_trigger() -> None:
     session = make(pin_last=3).session(budget=400, trigger=0.9, min_removal=0.2)
     reuse = []

@@ -30,6 +30,7 @@ from starlette.routing import Route  # noqa: E402
 
 from salience import Compactor  # noqa: E402
 from salience.adapters.proxy import ProxyConfig, build_app, parse_budget  # noqa: E402
+from salience.errors import ParameterError  # noqa: E402
 from salience.messages.responses import check_responses, from_responses  # noqa: E402
 from salience.messages.validate import check_anthropic, check_openai  # noqa: E402
 from salience.selector.render import marker_ids  # noqa: E402
@@ -357,7 +358,9 @@ def test_parse_budget():
     (["proxy", "--upstream", "http://127.0.0.1:9", "--budget", "0", "--scorer", "recency"], 2,
      "budget must be a positive number"),
     (["proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--scorer", "recency"], 2, "--port must be"),
-], ids=["help", "bad-upstream", "bad-budget", "bad-port"])
+    (["proxy", "--upstream", "http://127.0.0.1:9", "--min-removal", "1.5", "--scorer", "recency"], 2,
+     "min_removal must be a float in [0, 1)"),
+], ids=["help", "bad-upstream", "bad-budget", "bad-port", "bad-min-removal"])
 def test_command_line(argv, code, text, capsys):
     from salience.cli import main
 
@@ -653,7 +656,9 @@ def restoring() -> Iterator[tuple[ScriptedUpstream, Served, Any]]:
     upstream = ScriptedUpstream()
     compactor = Compactor(scorer=Flat(), budget=BUDGET, counter=words, pin_last=2, max_entry_tokens=None)
     with Served(upstream.app) as up:
-        app = build_app(ProxyConfig(upstream=up.url, compactor=compactor, timeout=30, restore_tool=True))
+        # headroom (0.3 of the room freed) that leaves a restored entry room to be appended at 1,200 tokens
+        app = build_app(ProxyConfig(upstream=up.url, compactor=compactor, timeout=30, restore_tool=True,
+                                    min_removal=0.3))
         with Served(app) as proxy:
             yield upstream, proxy, app
 
@@ -859,3 +864,11 @@ def test_a_plain_answer_to_a_streaming_request_has_its_restore_calls_answered() 
     assert response.status_code == 200
     assert "rs_1" not in response.text and response.json()["choices"][0]["message"]["content"] == "Done."
     assert len(bodies) == 2 and any(m.get("tool_call_id") == "rs_1" for m in bodies[1]["messages"])
+
+
+def test_a_bad_session_setting_fails_when_the_app_is_built() -> None:
+    compactor = Compactor(scorer=Flat(), budget=BUDGET, counter=words)
+    with pytest.raises(ParameterError, match="min_removal"):
+        build_app(ProxyConfig(upstream="http://127.0.0.1:9", compactor=compactor, min_removal=1.5))
+    with pytest.raises(ParameterError, match="trigger"):
+        build_app(ProxyConfig(upstream="http://127.0.0.1:9", compactor=compactor, trigger=0.0))

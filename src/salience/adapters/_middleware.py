@@ -69,8 +69,8 @@ class SalienceMiddleware(AgentMiddleware):  # type: ignore[misc]  # langchain's 
         query: str | Callable[[Sequence[BaseMessage]], str | None] | None = None,
         session: bool = True,
         restore_tool: bool = False,
-        trigger: float = 0.9,
-        min_removal: float | int = 0.2,
+        trigger: float = 1.0,
+        min_removal: float | int = 0.1,
         max_sessions: int = 256,
     ) -> None:
         super().__init__()

@@ -135,8 +135,8 @@ class _Context:
         compactor: Compactor,
         *,
         budget: int | None = None,
-        trigger: float = 0.9,
-        min_removal: float | int = 0.2,
+        trigger: float = 1.0,
+        min_removal: float | int = 0.1,
     ) -> None:
         self.compactor = compactor
         self.session = compactor.session(budget=budget, trigger=trigger, min_removal=min_removal)

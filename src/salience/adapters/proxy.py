@@ -141,6 +141,9 @@ class ProxyConfig:
     force where the config is made, :func:`salience.limits.current`). ``restore_tool``: add
     the restore tool to compacted requests (streaming ones too) and answer its calls, at most
     ``restore_rounds`` times per request (:mod:`salience.adapters._proxy_restore`).
+    ``trigger``, ``min_removal``: the conversations' sessions' (:meth:`Compactor.session
+    <salience.selector.compactor.Compactor.session>`; more headroom leaves a restored entry
+    room to be appended to the cached request).
     """
 
     upstream: str
@@ -155,6 +158,8 @@ class ProxyConfig:
     limits: Limits = field(default_factory=current)
     restore_tool: bool = False
     restore_rounds: int = 3
+    trigger: float = 1.0
+    min_removal: float | int = 0.1
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -218,6 +223,8 @@ class _Proxy:
         self.session_locks: dict[Any, threading.Lock] = {}
         self.lock = threading.Lock()
         self.client: httpx.AsyncClient | None = None
+        # a bad trigger or min_removal fails here, not at the first request (a ParameterError)
+        config.compactor.session(budget=1, trigger=config.trigger, min_removal=config.min_removal)
         make = getattr(config.compactor, "restore_tool", None)
         self.restore: RestoreTool = make() if callable(make) else RestoreTool()
 
@@ -240,7 +247,8 @@ class _Proxy:
         with self.lock:
             session = self.sessions.get(key)
             if session is None:
-                session = self.config.compactor.session(budget=budget)
+                session = self.config.compactor.session(budget=budget, trigger=self.config.trigger,
+                                                        min_removal=self.config.min_removal)
                 self.sessions[key] = session
                 self.session_locks[key] = threading.Lock()
                 while len(self.sessions) > self.config.max_sessions:

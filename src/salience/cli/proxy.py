@@ -4,7 +4,7 @@ Usage::
 
     salience proxy --upstream URL [--host 127.0.0.1] [--port 8787] [--budget N|P%] [--window N]
                    [--scorer S] [--profile FILE] [--log-content] [--restore-tool]
-                   [--max-depth N] [--max-bytes SIZE] [--max-entries N]
+                   [--trigger F] [--min-removal F] [--max-depth N] [--max-bytes SIZE] [--max-entries N]
 
 ``--budget`` is tokens, or a share of the model's context window (``--window``, else by
 model name); a request header ``x-salience-budget`` overrides it per request. The
@@ -13,6 +13,9 @@ bound each request body: a larger one gets a 413, a deeper or longer one a 400.
 ``--restore-tool`` adds the restore tool to each compacted request and answers the
 model's calls to it; a streaming request then reaches the client once the upstream's
 last round has finished (what is supported: :mod:`salience.adapters._proxy_restore`).
+``--trigger`` and ``--min-removal`` are each conversation's session's
+(:meth:`salience.Compactor.session`): it compacts once a request passes the system prompt
+plus ``--trigger`` of the budget above it, and frees ``--min-removal`` of that room more.
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="add the restore tool (salience_restore) to each compacted request and answer the "
                              "model's calls to it inside the proxy, from the archive of that request's compaction "
                              "(a streaming request is then read from the upstream to its end before it is sent on)")
+    parser.add_argument("--trigger", type=float, default=1.0,
+                        help="compact once a request passes the system prompt plus this share of the budget above it "
+                             "(default: 1.0)")
+    parser.add_argument("--min-removal", type=float, default=0.1,
+                        help="and free this share of that room more, so the next requests append to the cached "
+                             "prefix (default: 0.1)")
     parser.set_defaults(handler=run)
     return parser
 
@@ -73,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     compactor = Compactor(scorer=scorer, profile=profile, on_over_budget="keep_pins")
     config = ProxyConfig(upstream=args.upstream, compactor=compactor, budget=tokens, budget_share=share,
-                         window=args.window, log_content=args.log_content, restore_tool=args.restore_tool)
+                         window=args.window, log_content=args.log_content, restore_tool=args.restore_tool,
+                         trigger=args.trigger, min_removal=args.min_removal)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if note:
         print(f"salience: warning: {note}", file=sys.stderr)
@@ -81,5 +91,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"salience proxy: http://{args.host}:{args.port} -> {args.upstream} ({window_note(config)}; bodies of at "
           f"most {limits.max_bytes:,} bytes, {limits.max_entries:,} messages, nested {limits.max_depth} deep)",
           file=sys.stderr)
-    uvicorn.run(build_app(config), host=args.host, port=args.port, log_level="warning", access_log=False)
+    app = build_app(config)  # (a bad --trigger or --min-removal fails here: exit code 2)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

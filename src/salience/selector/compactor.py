@@ -370,10 +370,12 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         self,
         *,
         budget: int | None = None,
-        trigger: float = 0.9,
-        min_removal: float | int = 0.2,
+        trigger: float = 1.0,
+        min_removal: float | int = 0.1,
     ) -> CompactionSession:
-        """A :class:`CompactionSession` for an agent loop (prefix-stable compaction)."""
+        """A :class:`CompactionSession` for an agent loop (prefix-stable compaction): it compacts
+        once the history passes the system prompt plus ``trigger`` of the budget above it, down
+        to ``min_removal`` (a share of that room, or tokens) below that."""
         b = check_budget(self.budget if budget is None else budget)
         if isinstance(trigger, bool) or not isinstance(trigger, (int, float)) or not 0.0 < trigger <= 1.0:
             raise ParameterError(f"session: trigger must be a number in (0, 1] (got {_got(trigger)})")
@@ -381,8 +383,8 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
             (isinstance(min_removal, float) and 0.0 <= min_removal < 1.0)
             or (isinstance(min_removal, (int, np.integer)) and min_removal >= 0)
         ):
-            raise ParameterError(f"session: min_removal must be a float in [0, 1) (a share of the budget) or an int "
-                                 f">= 0 (tokens) (got {_got(min_removal)})")
+            raise ParameterError(f"session: min_removal must be a float in [0, 1) (a share of the budget above the "
+                                 f"system prompt) or an int >= 0 (tokens) (got {_got(min_removal)})")
         return CompactionSession(self, budget=b, trigger=float(trigger), min_removal=min_removal)
 
     def restore_tool(self, *, max_ids: int = 8) -> RestoreTool:

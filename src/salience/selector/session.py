@@ -12,6 +12,7 @@ by the same :meth:`~salience.selector.result.Ledger.compaction` as a whole run's
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -65,10 +66,13 @@ class CompactionSession:
     """Compaction across the calls of an agent loop, keeping the cached prefix stable.
 
     Pass the full, growing history on every call (not the previous output).
-    ``compact`` does nothing while the history (with earlier decisions applied) takes
-    at most ``trigger * budget`` tokens. Past that it compacts down to
-    ``trigger * budget - min_removal`` tokens (``min_removal``: a float is a share of
-    the budget, an int tokens), leaving headroom for the next calls. Rules:
+    Shares are of the *room*, the budget above the system prompt (what compaction can
+    free): ``compact`` does nothing while the history (with earlier decisions applied)
+    takes at most the system prompt plus ``trigger`` of the room (:attr:`limit`; with
+    the default ``trigger=1.0``, the budget). Past that it compacts down to :attr:`target`,
+    that less ``min_removal`` (a float: a share of the room, default 0.1; an int: tokens),
+    leaving headroom for the next calls. (Held out, each 0.1 of headroom costs recall at
+    every call: ``benchmarks/bench_session.py --removal``.) Rules:
 
     * an entry once trimmed, stubbed or dropped keeps that exact rendering ("settled");
       a result that arrives after its call was dropped is dropped with it;
@@ -111,6 +115,7 @@ class CompactionSession:
         self._source: Transcript | None = None
         self._settled: dict[str, tuple[int, Entry | None]] = {}
         self._point = 0
+        self._floor = 0  # the system prompt's tokens (hard pins), as of the last full call
         self._last: Compaction | None = None
         self._tail: _Tail | None = None
 
@@ -119,11 +124,22 @@ class CompactionSession:
                 f"compactions={self.compactions}, settled={len(self._settled)})")
 
     @property
+    def room(self) -> int:
+        """The budget above the system prompt (as of the last call): what compaction can free."""
+        return max(0, self.budget - self._floor)
+
+    @property
+    def limit(self) -> float:
+        """The token count past which a call compacts: the system prompt plus ``trigger`` of the room."""
+        return min(self.budget, self._floor + self.trigger * self.room)
+
+    @property
     def target(self) -> int:
-        """The token count a triggered compaction aims at."""
+        """The token count a triggered compaction aims at: :attr:`limit` less ``min_removal``
+        (a float: that share of the room above the system prompt; an int: tokens)."""
         removal = self.min_removal
-        tokens = int(round(removal * self.budget)) if isinstance(removal, float) else int(removal)
-        return max(1, int(self.trigger * self.budget) - tokens)
+        tokens = int(round(removal * self.room)) if isinstance(removal, float) else int(removal)
+        return max(1, int(self.limit) - tokens)
 
     def reset(self) -> None:
         """Forget every decision (the next call starts a new history)."""
@@ -173,7 +189,8 @@ class CompactionSession:
             else:
                 view += run.full_cost[i]
         self.recompacted = False
-        self.triggered = view > self.trigger * self.budget
+        self._floor = sum(itertools.compress(run.full_cost, run.system_mask().tolist())) if run.cfg.pin_system else 0
+        self.triggered = view > self.limit
         if not self.triggered:
             result = run.assemble(choices, budget=self.budget, scores=None, phase=None, method="session-noop",
                                   fixed=fixed)
@@ -254,7 +271,7 @@ class CompactionSession:
                 late.add(i)
             else:
                 view += o.full_cost
-        if view > self.trigger * self.budget:
+        if view > self.limit:
             return None
         out: list[Entry] = []
         ledger = tail.ledger
