@@ -17,7 +17,11 @@ every tool-calling step the history so far is handed to
 * ``plain``: ``Compactor(scorer).compact(history, budget=B)``, afresh at every step;
 * ``session``: one ``Compactor(scorer).session(budget=B)`` per transcript, fed the growing history
   (the library's defaults, ``trigger`` 1.0 and ``min_removal`` 0.1 of the room above the system
-  prompt, or ``--trigger`` / ``--removal``).
+  prompt, or ``--trigger`` / ``--removal``);
+* ``claude``: another such session fed the growing history as a Claude agent holds it, Anthropic
+  messages (``Transcript.from_openai(history).to_anthropic()``, the system prompt beside them:
+  what ``AnthropicContext`` runs), its result measured as OpenAI messages
+  (:func:`salience.bench.message_baselines.anthropic_as_openai`).
 
 Prints, per held-out set and fraction, the recall of each by both reference definitions at
 those steps: **independent** (issue #14's: the step's argument strings and numbers found in
@@ -49,7 +53,7 @@ except ImportError:  # running from a checkout without installing
 
 from bench_unseen import train_lodo  # noqa: E402
 
-from salience import BudgetError, Compactor, load_transcripts  # noqa: E402
+from salience import BudgetError, Compactor, Transcript, load_transcripts  # noqa: E402
 from salience.bench.independent import (  # noqa: E402
     _ours,
     history_budget,
@@ -59,11 +63,12 @@ from salience.bench.independent import (  # noqa: E402
     sliding_window,
     value_stub_masking,
 )
+from salience.bench.message_baselines import anthropic_as_openai  # noqa: E402
 
 DOMAINS = ("tau-bench-airline", "swe-agent", "tooltalk", "api-bank")  # (MINT's steps call no tool)
 
 
-METHODS = ("window", "stubs", "plain", "session")
+METHODS = ("window", "stubs", "plain", "session", "claude")
 
 
 def replay(domain: str, data: Path, fraction: float, trigger: float, removal: float) -> dict[str, float]:
@@ -84,6 +89,7 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
         budget = history_budget(messages[: steps[-1]], fraction)
         plain = Compactor(scorer=scorer)
         session = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal)
+        claude = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal)
         before: dict[str, list] = {}
         for i in steps:
             history = messages[:i]
@@ -95,6 +101,12 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
                     outs[name] = list(done.messages)
                 except BudgetError:
                     outs[name] = None  # nothing visible
+            t = Transcript.from_openai(history)  # (as a Claude agent holds it: AnthropicContext's session)
+            try:
+                done = claude.compact(t.to_anthropic(), system=t.anthropic_system(), format="anthropic")
+                outs["claude"] = anthropic_as_openai(history, done)
+            except BudgetError:
+                outs["claude"] = None
             if session.prefix_reuse is not None:
                 calls += 1
                 share += session.prefix_reuse.share
@@ -158,16 +170,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, flush=True)
             print(f"{domain:<18} {fraction:>5.2f} {'cached':<12} {'':>6} "
                   + " ".join(f"{r[f'{m} cached']:>8.3f}" for m in METHODS), flush=True)
-    print("session − window and session − value stubs, mean and worst over the held-out sets:")
+    print("session (OpenAI messages; claude: Anthropic) − window and − value stubs, mean and worst over the sets:")
     for fraction in fractions:
         for d in ("independent", "ours"):
-            for base in ("window", "stubs"):
-                gaps = {dom: rows[(dom, fraction)][f"session {d}"] - rows[(dom, fraction)][f"{base} {d}"]
-                        for dom in domains if math.isfinite(rows[(dom, fraction)][f"session {d}"])}
-                if gaps:
-                    worst = min(gaps, key=gaps.get)  # type: ignore[arg-type]
-                    print(f"  {fraction:.2f} {d:<12} − {base:<7} mean {sum(gaps.values()) / len(gaps):+.3f}, "
-                          f"worst {gaps[worst]:+.3f} ({worst})")
+            for name in ("session", "claude"):
+                for base in ("window", "stubs"):
+                    gaps = {dom: rows[(dom, fraction)][f"{name} {d}"] - rows[(dom, fraction)][f"{base} {d}"]
+                            for dom in domains if math.isfinite(rows[(dom, fraction)][f"{name} {d}"])}
+                    if gaps:
+                        worst = min(gaps, key=gaps.get)  # type: ignore[arg-type]
+                        print(f"  {fraction:.2f} {d:<12} {name:<8} − {base:<7} mean "
+                              f"{sum(gaps.values()) / len(gaps):+.3f}, worst {gaps[worst]:+.3f} ({worst})")
     return 0
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "CLEARED",
     "OMITTED",
     "Selector",
+    "anthropic_as_openai",
     "anthropic_compactor_selector",
     "baseline_selectors",
     "compactor_selector",
@@ -262,22 +263,30 @@ def anthropic_compactor_selector(compactor: Any) -> Selector:
     def select(messages: Sequence[Message], budget: int) -> Sequence[Message]:
         t = Transcript.from_openai(list(messages))
         out = compactor.compact(t.to_anthropic(), system=t.anthropic_system(), budget=budget, format="anthropic")
-        source = out.source.entries
-        # each call as the caller wrote it, by its place among all calls (Anthropic renames ids it refuses)
-        written = [c for m in messages for c in (m.get("tool_calls") or ())]
-        ids = [c.id for e in source for c in e.tool_calls]
-        calls = dict(zip(ids, written)) if len(ids) == len(written) else {}
-        rendered: list[Message] = [_as_written(m, calls) for m in out.transcript.to_openai()]
-        # a tool message that answers no call (MINT's observations) rides in a user message
-        roles = ["user" if m.get("role") == "tool" and not m.get("tool_call_id") else m.get("role") for m in messages]
-        if len(source) != len(messages) or any(e.role != r for e, r in zip(source, roles)):
-            return rendered  # the round trip did not keep one entry per message (it merges two in a row): as rendered
-        at = {e.id: i for i, e in enumerate(source)}
-        kept = set(out.kept)
-        return [messages[at[e.id]] if e.id in kept else m for e, m in zip(out.transcript.entries, rendered)]
+        return anthropic_as_openai(messages, out)
 
     select.__name__ = f"anthropic_compactor_selector({type(compactor).__name__})"
     return select
+
+
+def anthropic_as_openai(messages: Sequence[Message], out: Any) -> list[Message]:
+    """The compaction ``out`` of ``messages`` handed over as Anthropic messages
+    (:func:`anthropic_compactor_selector`; a session's too), as OpenAI messages: an entry
+    kept whole is the message it was, the others as rendered, with each call's id and
+    arguments as the caller wrote them."""
+    source = out.source.entries
+    # each call as the caller wrote it, by its place among all calls (Anthropic renames ids it refuses)
+    written = [c for m in messages for c in (m.get("tool_calls") or ())]
+    ids = [c.id for e in source for c in e.tool_calls]
+    calls = dict(zip(ids, written)) if len(ids) == len(written) else {}
+    rendered: list[Message] = [_as_written(m, calls) for m in out.transcript.to_openai()]
+    # a tool message that answers no call (MINT's observations) rides in a user message
+    roles = ["user" if m.get("role") == "tool" and not m.get("tool_call_id") else m.get("role") for m in messages]
+    if len(source) != len(messages) or any(e.role != r for e, r in zip(source, roles)):
+        return rendered  # the round trip did not keep one entry per message (it merges two in a row): as rendered
+    at = {e.id: i for i, e in enumerate(source)}
+    kept = set(out.kept)
+    return [messages[at[e.id]] if e.id in kept else m for e, m in zip(out.transcript.entries, rendered)]
 
 
 def _as_written(message: Message, calls: dict[str, Any]) -> Message:
