@@ -16,8 +16,8 @@ every tool-calling step the history so far is handed to
   :func:`salience.bench.independent.value_stub_masking`);
 * ``plain``: ``Compactor(scorer).compact(history, budget=B)``, afresh at every step;
 * ``session``: one ``Compactor(scorer).session(budget=B)`` per transcript, fed the growing history
-  (the library's defaults, ``trigger`` 1.0 and ``min_removal`` 0.1 of the room above the system
-  prompt, or ``--trigger`` / ``--removal``);
+  (the library's defaults, ``trigger`` 1.0, ``min_removal`` 0.1 of the room above the system
+  prompt and ``restart_gain`` 1.0, or ``--trigger`` / ``--removal`` / ``--restart-gain``);
 * ``claude``: another such session fed the growing history as a Claude agent holds it, Anthropic
   messages (``Transcript.from_openai(history).to_anthropic()``, the system prompt beside them:
   what ``AnthropicContext`` runs), its result measured as OpenAI messages
@@ -33,7 +33,7 @@ reused there; and per method (line ``cached``) the share of the tokens it sent, 
 aside (every method sends it first alike), that began its previous output, message for
 message: what a provider's prompt cache could serve. Asserts nothing.
 ``python benchmarks/bench_session.py [--domains tau-bench-airline,tooltalk] [--fractions 0.1,0.25]
-[--trigger 1.0] [--removal 0.1]`` from the repository root.
+[--trigger 1.0] [--removal 0.1] [--restart-gain 1.0]`` from the repository root.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from salience.bench.independent import (  # noqa: E402
     value_stub_masking,
 )
 from salience.bench.message_baselines import anthropic_as_openai  # noqa: E402
+from salience.selector.session import RESTART_GAIN  # noqa: E402
 
 DOMAINS = ("tau-bench-airline", "swe-agent", "tooltalk", "api-bank")  # (MINT's steps call no tool)
 
@@ -71,7 +72,8 @@ DOMAINS = ("tau-bench-airline", "swe-agent", "tooltalk", "api-bank")  # (MINT's 
 METHODS = ("window", "stubs", "plain", "session", "claude")
 
 
-def replay(domain: str, data: Path, fraction: float, trigger: float, removal: float) -> dict[str, float]:
+def replay(domain: str, data: Path, fraction: float, trigger: float, removal: float,
+           gain: float | None = RESTART_GAIN) -> dict[str, float]:
     """Recall of the baselines, plain compaction and a session on ``domain``'s transcripts (module doc)."""
     scorer, _ = train_lodo(domain, data, retrain=False)
     refs = {"independent": 0, "ours": 0}
@@ -88,8 +90,10 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
             continue
         budget = history_budget(messages[: steps[-1]], fraction)
         plain = Compactor(scorer=scorer)
-        session = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal)
-        claude = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal)
+        session = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal,
+                                                   restart_gain=gain)
+        claude = Compactor(scorer=scorer).session(budget=budget, trigger=trigger, min_removal=removal,
+                                                  restart_gain=gain)
         before: dict[str, list] = {}
         for i in steps:
             history = messages[:i]
@@ -147,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fractions", default="0.1,0.25", help="budgets over the system prompt (default 0.1,0.25)")
     parser.add_argument("--trigger", type=float, default=1.0, help="the session's trigger (default: 1.0)")
     parser.add_argument("--removal", type=float, default=0.1, help="the session's min_removal (default: 0.1)")
+    parser.add_argument("--restart-gain", type=float, default=RESTART_GAIN,
+                        help=f"the session's restart_gain (default: {RESTART_GAIN}; negative: None, never)")
     args = parser.parse_args(argv)
     domains = [d for d in args.domains.split(",") if d]
     unknown = [d for d in domains if not (args.data / d).exists()]
@@ -159,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     for domain in domains:
         for fraction in fractions:
             started = time.perf_counter()
-            r = rows[(domain, fraction)] = replay(domain, args.data, fraction, args.trigger, args.removal)
+            gain = None if args.restart_gain < 0 else args.restart_gain
+            r = rows[(domain, fraction)] = replay(domain, args.data, fraction, args.trigger, args.removal, gain)
             for d, n in (("independent", r["refs"]), ("ours", r["refs_ours"])):
                 line = (f"{domain:<18} {fraction:>5.2f} {d:<12} {n:>6.0f} "
                         + " ".join(f"{r[f'{m} {d}']:>8.3f}" for m in METHODS))

@@ -25,6 +25,7 @@ from salience.selector.masking import Option, Phase, PhasePolicy
 from salience.selector.params import DEFAULT_RETAIN
 from salience.selector.render import SIZE_MIN, marker_ids
 from salience.selector.run import Run
+from salience.selector.session import RESTART_GAIN
 from salience.tokens import TokenCounter
 from salience.tooltypes import ToolType
 from salience.transcript import Transcript
@@ -612,6 +613,12 @@ def test_a_compaction_and_a_session_pickle() -> None:
         a, b = session.compact(h[:k]), saved.compact(h[:k])
         assert a.messages == b.messages and session.prefix_reuse == saved.prefix_reuse
     assert session.compactions == saved.compactions > before > 0  # it compacted before and after the save
+    # one saved by a version without restart_gain and the system prompt's count carries on with the defaults
+    old = make(pin_last=2).session(budget=500)
+    old.compact(h[:20])
+    del old.__dict__["restart_gain"], old.__dict__["_floor"]
+    loaded = pickle.loads(pickle.dumps(old))
+    assert loaded.restart_gain == RESTART_GAIN and loaded.compact(h).tokens <= 500
 
 
 def test_max_entry_tokens_trims_on_the_way_in() -> None:
@@ -888,6 +895,31 @@ def test_session_headroom_is_a_share_of_the_room_above_the_system_prompt() -> No
     assert over.room == 0 and over.limit == system // 2
 
 
+@pytest.mark.parametrize("gain", [RESTART_GAIN, None], ids=["default", "never"])
+def test_a_session_starts_over_where_its_earlier_decisions_cost_too_much(gain: float | None) -> None:
+    # The entries a first compaction dropped turn out to matter most (their scores rise to 1 from 0.05):
+    # an answer from scratch keeps them, worth far more than what the settled drops allow.
+    scorer = DictScorer(default=0.05)
+    session = make(pin_last=2, scorer=scorer).session(budget=300, restart_gain=gain)
+    h = history(12)
+    first = session.compact(h[:33])
+    assert session.triggered and first.dropped[:3] == ("m1", "m2", "m3")
+    scorer.scores = {"m1": 1.0, "m2": 1.0, "m3": 1.0}
+    second = session.compact(h[:37])
+    assert session.triggered and second.tokens <= 300
+    assert_openai_valid(second.messages)
+    if gain is None:  # settled drops stand
+        assert not session.recompacted and {"m1", "m2", "m3"} <= set(second.dropped)
+    else:
+        assert session.recompacted and session.full_recompactions == 1
+        assert not {"m1", "m2", "m3"} & set(second.dropped)
+    assert second.restore(list(second.archive)) == h[:37]
+    # Scores as they were: no answer from scratch is worth twice the settled one, and the session goes on.
+    scorer.scores = {}
+    session.compact(h[:41])
+    assert session.full_recompactions == (0 if gain is None else 1)
+
+
 def test_session_prefix_reuse_on_a_later_trigger() -> None:
     session = make(pin_last=3).session(budget=400, trigger=0.9, min_removal=0.2)
     reuse = []
@@ -932,8 +964,12 @@ def test_session_starts_over_when_the_history_changes() -> None:
         ({"trigger": 1.5}, "trigger"),
         ({"min_removal": 1.0}, r"min_removal must be a float in \[0, 1\)"),
         ({"min_removal": -3}, "min_removal"),
+        ({"restart_gain": -0.1}, r"restart_gain must be a number >= 0 or None"),
+        ({"restart_gain": "0.1"}, "restart_gain"),
+        ({"restart_gain": float("inf")}, "restart_gain"),
     ],
-    ids=["budget", "trigger-zero", "trigger-above-one", "removal-share", "removal-negative"],
+    ids=["budget", "trigger-zero", "trigger-above-one", "removal-share", "removal-negative", "gain-negative",
+         "gain-str", "gain-inf"],
 )
 def test_session_parameters(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):

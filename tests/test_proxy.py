@@ -360,7 +360,9 @@ def test_parse_budget():
     (["proxy", "--upstream", "http://127.0.0.1:9", "--port", "0", "--scorer", "recency"], 2, "--port must be"),
     (["proxy", "--upstream", "http://127.0.0.1:9", "--min-removal", "1.5", "--scorer", "recency"], 2,
      "min_removal must be a float in [0, 1)"),
-], ids=["help", "bad-upstream", "bad-budget", "bad-port", "bad-min-removal"])
+    (["proxy", "--upstream", "http://127.0.0.1:9", "--restart-gain", "-1", "--scorer", "recency"], 2,
+     "restart_gain must be a number >= 0 or None"),
+], ids=["help", "bad-upstream", "bad-budget", "bad-port", "bad-min-removal", "bad-restart-gain"])
 def test_command_line(argv, code, text, capsys):
     from salience.cli import main
 

@@ -4,7 +4,8 @@ Usage::
 
     salience proxy --upstream URL [--host 127.0.0.1] [--port 8787] [--budget N|P%] [--window N]
                    [--scorer S] [--profile FILE] [--log-content] [--restore-tool]
-                   [--trigger F] [--min-removal F] [--max-depth N] [--max-bytes SIZE] [--max-entries N]
+                   [--trigger F] [--min-removal F] [--restart-gain F]
+                   [--max-depth N] [--max-bytes SIZE] [--max-entries N]
 
 ``--budget`` is tokens, or a share of the model's context window (``--window``, else by
 model name); a request header ``x-salience-budget`` overrides it per request. The
@@ -15,7 +16,9 @@ model's calls to it; a streaming request then reaches the client once the upstre
 last round has finished (what is supported: :mod:`salience.adapters._proxy_restore`).
 ``--trigger`` and ``--min-removal`` are each conversation's session's
 (:meth:`salience.Compactor.session`): it compacts once a request passes the system prompt
-plus ``--trigger`` of the budget above it, and frees ``--min-removal`` of that room more.
+plus ``--trigger`` of the budget above it, frees ``--min-removal`` of that room more, and
+starts over where an answer from scratch is worth ``--restart-gain`` more than its earlier
+decisions allow.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 from salience.cli.compaction import read_profile, resolve_scorer
 from salience.cli.scorers import add_scorer_argument
 from salience.errors import SalienceError
+from salience.selector.session import RESTART_GAIN
 
 __all__ = ["add_parser", "run"]
 
@@ -58,6 +62,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--min-removal", type=float, default=0.1,
                         help="and free this share of that room more, so the next requests append to the cached "
                              "prefix (default: 0.1)")
+    parser.add_argument("--restart-gain", type=float, default=RESTART_GAIN,
+                        help="compact from scratch (the cached prefix given up once) where that is worth this share "
+                             f"more than keeping earlier decisions (default: {RESTART_GAIN})")
     parser.set_defaults(handler=run)
     return parser
 
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     compactor = Compactor(scorer=scorer, profile=profile, on_over_budget="keep_pins")
     config = ProxyConfig(upstream=args.upstream, compactor=compactor, budget=tokens, budget_share=share,
                          window=args.window, log_content=args.log_content, restore_tool=args.restore_tool,
-                         trigger=args.trigger, min_removal=args.min_removal)
+                         trigger=args.trigger, min_removal=args.min_removal, restart_gain=args.restart_gain)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if note:
         print(f"salience: warning: {note}", file=sys.stderr)
@@ -91,6 +98,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"salience proxy: http://{args.host}:{args.port} -> {args.upstream} ({window_note(config)}; bodies of at "
           f"most {limits.max_bytes:,} bytes, {limits.max_entries:,} messages, nested {limits.max_depth} deep)",
           file=sys.stderr)
-    app = build_app(config)  # (a bad --trigger or --min-removal fails here: exit code 2)
+    app = build_app(config)  # (a bad --trigger, --min-removal or --restart-gain fails here: exit code 2)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

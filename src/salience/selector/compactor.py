@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,7 +106,7 @@ from salience.selector.run import EPSILON as EPSILON  # re-exported
 from salience.selector.run import VALUE_WEIGHT as VALUE_WEIGHT  # re-exported
 from salience.selector.run import Run
 from salience.selector.scoring import fallback_scorer
-from salience.selector.session import CompactionSession
+from salience.selector.session import RESTART_GAIN, CompactionSession
 from salience.tokens import as_counter
 
 __all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Compactor", "PrefixReuse", "load_profile"]
@@ -372,10 +373,12 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         budget: int | None = None,
         trigger: float = 1.0,
         min_removal: float | int = 0.1,
+        restart_gain: float | None = RESTART_GAIN,
     ) -> CompactionSession:
         """A :class:`CompactionSession` for an agent loop (prefix-stable compaction): it compacts
         once the history passes the system prompt plus ``trigger`` of the budget above it, down
-        to ``min_removal`` (a share of that room, or tokens) below that."""
+        to ``min_removal`` (a share of that room, or tokens) below that, and starts over where
+        an answer from scratch is worth ``restart_gain`` more than its earlier decisions allow."""
         b = check_budget(self.budget if budget is None else budget)
         if isinstance(trigger, bool) or not isinstance(trigger, (int, float)) or not 0.0 < trigger <= 1.0:
             raise ParameterError(f"session: trigger must be a number in (0, 1] (got {_got(trigger)})")
@@ -385,7 +388,11 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         ):
             raise ParameterError(f"session: min_removal must be a float in [0, 1) (a share of the budget above the "
                                  f"system prompt) or an int >= 0 (tokens) (got {_got(min_removal)})")
-        return CompactionSession(self, budget=b, trigger=float(trigger), min_removal=min_removal)
+        if restart_gain is not None and (isinstance(restart_gain, bool) or not isinstance(restart_gain, (int, float))
+                                         or not 0.0 <= restart_gain < math.inf):
+            raise ParameterError(f"session: restart_gain must be a number >= 0 or None (got {_got(restart_gain)})")
+        return CompactionSession(self, budget=b, trigger=float(trigger), min_removal=min_removal,
+                                 restart_gain=None if restart_gain is None else float(restart_gain))
 
     def restore_tool(self, *, max_ids: int = 8) -> RestoreTool:
         """The tool a model calls to get archived entries back (:mod:`salience.selector.restore`):

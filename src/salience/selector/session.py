@@ -48,6 +48,15 @@ __all__ = ["CompactionSession", "common_prefix"]
 
 _FULL, _DROP = knapsack.FULL, knapsack.DROP
 
+#: A compaction starts over (giving up the cached prefix once) where an answer from scratch is worth
+#: this share more, by the solver's objective with the pins aside, than the best one the session's
+#: earlier decisions allow: 1.0, twice as much. Held out (benchmarks/bench_session.py), 10% / 25%,
+#: airline: 0.664 / 0.897 -> 0.696 / 0.915 as OpenAI messages, 0.614 / 0.866 -> 0.654 / 0.901 as
+#: Anthropic ones (value-stub masking: 0.593 / 0.875); the share of the tokens sent that began the
+#: previous request, 0.268 / 0.466 -> 0.179 / 0.410 (the window's: 0.117 / 0.247). Gains of 0.5 / 0.05
+#: keep 0.920 / 0.929 at 25% and 0.359 / 0.281 of the prefix.
+RESTART_GAIN = 1.0
+
 
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     """How many leading items ``a`` and ``b`` have in common."""
@@ -82,7 +91,9 @@ class CompactionSession:
       budget itself is tried);
     * if even the settled decisions alone cannot fit the budget, the session
       recompacts from scratch (``recompacted`` is True, ``full_recompactions`` counts),
-      to the target if the pins allow, else to the budget;
+      to the target if the pins allow, else to the budget; so it does too where an
+      answer from scratch is worth ``restart_gain`` more (a share; default 1.0, twice as
+      much) by the solver's objective than the best the earlier decisions allow (None: never);
     * if the history is not an extension of the previous one (an entry changed or
       went missing), the session starts over (``resets`` counts);
     * a compaction lists archived values in a digest where that is worth more, as a plain
@@ -101,11 +112,17 @@ class CompactionSession:
     first call), ``compactions`` (how many calls compacted).
     """
 
-    def __init__(self, compactor: Compactor, *, budget: int, trigger: float, min_removal: float | int) -> None:
+    # (class defaults: a session pickled by an earlier version, without them, carries on)
+    restart_gain: float | None = RESTART_GAIN
+    _floor = 0
+
+    def __init__(self, compactor: Compactor, *, budget: int, trigger: float, min_removal: float | int,
+                 restart_gain: float | None = RESTART_GAIN) -> None:
         self.compactor = compactor
         self.budget = budget
         self.trigger = trigger
         self.min_removal = min_removal
+        self.restart_gain = restart_gain
         self.triggered = False
         self.recompacted = False
         self.prefix_reuse: PrefixReuse | None = None
@@ -121,7 +138,7 @@ class CompactionSession:
 
     def __repr__(self) -> str:
         return (f"CompactionSession(budget={self.budget}, trigger={self.trigger}, min_removal={self.min_removal!r}, "
-                f"compactions={self.compactions}, settled={len(self._settled)})")
+                f"restart_gain={self.restart_gain!r}, compactions={self.compactions}, settled={len(self._settled)})")
 
     @property
     def room(self) -> int:
@@ -330,6 +347,7 @@ class CompactionSession:
         # first user turn, and again holding it only where it opens otherwise (as Compactor.compact does:
         # held always, its stub took the newest request's room at small budgets; selector/opening.py).
         turns = (False, True) if run.fmt == "anthropic" else (True,)
+        fresh: _Fresh | None = None
         start_over = False
         for goal in (target, self.budget):
             for first_turn in turns:
@@ -361,6 +379,13 @@ class CompactionSession:
                     break
                 if not first_turn and not opens_with_user(run.source.entries, choices):
                     continue
+                if self.restart_gain is not None and (fixed or lo) and not over:
+                    # Earlier decisions cost this answer: start over where an answer from scratch is worth
+                    # restart_gain more by the solver's objective (both weighed by the fresh problem's values).
+                    fresh = self._fresh(run, target, query=query, phase=phase, turns=turns)
+                    if fresh.ok and fresh.worth(fresh.choices) > (1 + self.restart_gain) * fresh.worth(choices):
+                        start_over = True
+                        break
                 listed: dict[int, tuple[int, Entry | None]] = {}
                 if not over:  # (within what the session holds whole; a settled entry hosts no digest)
                     choices, listed = with_digest(run, replace(prob, allowed=fixed_prefix(lo)), choices, goal,
@@ -371,10 +396,28 @@ class CompactionSession:
                 return result
             if start_over:
                 break
-        # The settled decisions cannot fit: start over.
+        # The settled decisions cannot fit, or cost too much: start over.
         self.recompacted = bool(fixed) or point > 0
         if self.recompacted:
             self.full_recompactions += 1
+        if fresh is None:
+            fresh = self._fresh(run, target, query=query, phase=phase, turns=turns)
+        if fresh.error is not None:
+            raise fresh.error
+        prob, goal, choices = fresh.prob, fresh.goal, fresh.choices
+        listed = {}
+        if not fresh.over:
+            choices, listed = with_digest(run, prob, choices, goal, anthropic=run.fmt == "anthropic")
+        result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
+                              method=f"session-full-{fresh.method}", over_budget=fresh.over, fixed=listed)
+        self._settled = {}
+        self._settle(run, choices, result)
+        return result
+
+    def _fresh(self, run: Run, target: int, *, query: str | None, phase: Phase | str | None,
+               turns: tuple[bool, ...]) -> _Fresh:
+        """The answer from scratch: to ``target`` if the pins allow, else to the budget (Anthropic:
+        first without holding the first user turn, then holding it, as in :meth:`_compact`)."""
         for first_turn in turns:
             goal = target
             prob = run.problem(goal, query=query, phase=phase, first_turn=first_turn)
@@ -383,20 +426,13 @@ class CompactionSession:
                 prob = run.problem(goal, query=query, phase=phase, first_turn=first_turn)
             try:
                 choices, method, over = run.solve(prob, goal)
-            except BudgetError:
+            except BudgetError as exc:
                 if first_turn:
-                    raise
+                    return _Fresh(prob, goal, np.zeros(0, dtype=np.int8), "", True, exc)
                 continue  # holding the first user turn says what does not fit
             if first_turn or opens_with_user(run.source.entries, choices):
                 break
-        listed = {}
-        if not over:
-            choices, listed = with_digest(run, prob, choices, goal, anthropic=run.fmt == "anthropic")
-        result = run.assemble(choices, budget=self.budget, scores=prob.scores, phase=prob.phase,
-                              method=f"session-full-{method}", over_budget=over, fixed=listed)
-        self._settled = {}
-        self._settle(run, choices, result)
-        return result
+        return _Fresh(prob, goal, choices, method, over, None)
 
     def _settle(self, run: Run, choices: np.ndarray, result: Compaction) -> None:
         rendered = {e.id: e for e in result.transcript.entries}
@@ -425,6 +461,30 @@ class CompactionSession:
         tokens = last.tokens if j == len(prev_e) else sum(counter.count_entry(e) for e in cur_e[:j])
         share = k / len(prev_msgs) if prev_msgs else 1.0
         return PrefixReuse(messages=k, share=share, tokens=tokens)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Fresh:
+    """A session's answer from scratch (:meth:`CompactionSession._fresh`): its problem, goal and
+    choices, or the :class:`BudgetError` that says nothing fits."""
+
+    prob: Problem
+    goal: int
+    choices: np.ndarray
+    method: str
+    over: bool
+    error: BudgetError | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether this is an answer within its goal."""
+        return self.error is None and not self.over
+
+    def worth(self, choices: np.ndarray) -> float:
+        """``choices`` weighed by this problem's values (the solver's objective), the soft pins
+        aside (every answer holds them, and their worth is set to outweigh the rest)."""
+        free = ~self.prob.soft
+        return float(self.prob.values[np.arange(len(choices)), choices][free].sum())
 
 
 def _tail_key(cfg: Config) -> tuple[Any, ...]:
