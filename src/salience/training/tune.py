@@ -61,10 +61,11 @@ transcripts' domain applies throughout, and the profile names it, ``"policy": "<
 so that message lists without a domain get it too; its rules, per phase and tool type,
 are too many to search at random on a few folds; a policy of your own goes into the
 profile in its place, ``"policy": policy.as_dict()``, see
-:meth:`~salience.selector.masking.PhasePolicy.as_dict`); the session's ``trigger`` and
-``min_removal`` (recall alone always prefers compacting as late and as little as
-possible, ``trigger=1``; their cost is prefix-cache churn, which this objective does
-not measure), so profiles leave them at their defaults; ``pin_system``, ``solver``, ``on_over_budget`` and ``budget``.
+:meth:`~salience.selector.masking.PhasePolicy.as_dict`); the session's ``trigger``,
+``min_removal`` and ``restart_gain`` (recall alone always prefers compacting as late and
+as little as possible, and starting over at any gain; their cost is prefix-cache churn,
+which this objective does not measure: ``benchmarks/bench_session.py`` prints both), so
+profiles leave them at their defaults; ``pin_system``, ``solver``, ``on_over_budget`` and ``budget``.
 
 >>> from salience.transcript import Entry, Transcript, ToolCall
 >>> from salience.scorer.baselines import RecencyScorer
