@@ -523,3 +523,34 @@ def test_the_newest_user_turn_keeps_its_form_beside_a_digest_even_where_its_valu
         result = Compactor(scorer=ResultsHigh(), counter=WORDS).compact(messages, budget=budget)
         assert "m6" in result.kept, (budget, dict(result.choices))
     assert compared, "no budget kept the newest user turn whole"
+
+
+def test_an_anthropic_digest_is_hosted_where_the_messages_still_open_with_a_user_turn() -> None:
+    """Anthropic's messages open with a user turn. Where the newest archived entry (the natural
+    host) is the assistant's reply before the request kept whole, the digest goes into an
+    archived user turn's stub instead, which then opens the messages: the session token stays
+    in sight (at this budget the host before the request left no digest at all)."""
+    from salience.messages.validate import check_anthropic
+
+    class Replies:
+        """Results score high, the assistant's plain reply in between, the rest low."""
+
+        def score(self, transcript: Transcript, query: str | None = None) -> np.ndarray:
+            return np.array([0.9 if e.role == "tool" and "event" in (e.content or "")
+                             else 0.6 if e.role == "assistant" and not e.tool_calls else 0.05
+                             for e in transcript.entries])
+
+    messages = session_history()
+    messages.insert(-1, {"role": "assistant", "content": "I found the events of three weeks for you."})
+    t = Transcript.from_openai(messages)
+    source = t.to_anthropic()
+    before = copy.deepcopy(source)
+    result = Compactor(scorer=Replies(), counter=WORDS).compact(source, system=t.anthropic_system(), budget=42,
+                                                                format="anthropic")
+    assert source == before and result.tokens <= 42
+    assert check_anthropic(result.messages) == [] and result.messages[0]["role"] == "user"
+    sent = json.dumps(result.messages)
+    assert DIGEST in sent and TOKEN in sent
+    host = next(e for e in result.transcript.entries if DIGEST in (e.content or ""))
+    assert host.role == "user" and host.id in result.stubbed
+    assert result.restore(list(result.archive)) == source

@@ -50,6 +50,7 @@ from salience.errors import BudgetError
 from salience.messages.dispatch import MessageCache, render
 from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
+from salience.selector.opening import digest_host
 from salience.selector.options import OptionsCache, min_cost, rows, trim_to, unit_min, unit_mins
 from salience.selector.params import Config
 from salience.selector.pins import (
@@ -439,7 +440,8 @@ class Run:
         return choices, sol.method, over
 
     def digest(self, prob: Problem, choices: np.ndarray, budget: int, share: float,
-               settled: Container[int] = ()) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]] | None:
+               settled: Container[int] = (), opening: bool = False,
+               ) -> tuple[np.ndarray, dict[int, tuple[int, Entry | None]]] | None:
         """A better answer than ``choices`` that lists archived entries' values in one stub, or None.
 
         A stub stands for one entry, and a tool result's stub needs its call kept whole beside it: at
@@ -512,11 +514,7 @@ class Run:
         if over:
             return None
         entries = self.source.entries
-        host = next((i for i in range(self.n - 1, -1, -1) if alt[i] == _STUB and i not in settled), None)
-        if host is None:  # (a session's settled entries keep their renderings: none hosts)
-            host = next((i for i in range(self.n - 1, -1, -1) if alt[i] == _DROP and i not in settled
-                         and self.parent[i] < 0 and not entries[i].tool_calls
-                         and entries[i].role != "system" and entries[i].content), None)
+        host = digest_host(entries, alt, self.parent, settled, opening=opening)
         if host is None:
             return None
         renders = self.options()[0]
