@@ -359,13 +359,14 @@ SETTLED_DROP_COMPACTOR = Compactor(scorer=SeededScorer(0), counter=COUNTER, crit
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=openai_histories(), c=compactors(), fraction=st.floats(0.1, 0.9),
-       trigger=st.sampled_from([0.7, 0.9, 1.0]), removal=st.sampled_from([0, 0.1, 0.3]))
-@example(messages=SETTLED_DROP_CASE, c=SETTLED_DROP_COMPACTOR, fraction=0.125, trigger=0.7, removal=0)
+       trigger=st.sampled_from([0.7, 0.9, 1.0]), removal=st.sampled_from([0, 0.1, 0.3]),
+       gain=st.sampled_from([None, 0.0, 1.0]))
+@example(messages=SETTLED_DROP_CASE, c=SETTLED_DROP_COMPACTOR, fraction=0.125, trigger=0.7, removal=0, gain=1.0)
 def test_session_invariants(messages: list[dict[str, Any]], c: Compactor, fraction: float, trigger: float,
-                            removal: float) -> None:
+                            removal: float, gain: float | None) -> None:
     total = sum(COUNTER.count_entry(e) for e in Transcript.from_openai(messages).entries)
     budget = max(1, int(total * fraction))
-    session = c.session(budget=budget, trigger=trigger, min_removal=removal)
+    session = c.session(budget=budget, trigger=trigger, min_removal=removal, restart_gain=gain)
     settled: dict[str, Any] = {}
     previous = None
     for k in range(1, len(messages) + 1):
@@ -402,15 +403,17 @@ def test_session_invariants(messages: list[dict[str, Any]], c: Compactor, fracti
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=openai_histories(), c=compactors(), fraction=st.floats(0.05, 0.9),
-       trigger=st.sampled_from([0.7, 0.9, 1.0]), removal=st.sampled_from([0, 0.1, 0.3]))
+       trigger=st.sampled_from([0.7, 0.9, 1.0]), removal=st.sampled_from([0, 0.1, 0.3]),
+       gain=st.sampled_from([None, 0.0, 1.0]))
 def test_anthropic_session_invariants(messages: list[dict[str, Any]], c: Compactor, fraction: float, trigger: float,
-                                      removal: float) -> None:
+                                      removal: float, gain: float | None) -> None:
     """A session on a growing Anthropic conversation: within budget, valid for Anthropic, opening
     with a user turn wherever the conversation does (settled drops and all), restorable."""
     t = Transcript.from_openai(messages)
     system = t.anthropic_system() or "You are terse."
     total = sum(COUNTER.count_entry(e) for e in t.entries)
-    session = c.session(budget=max(1, int(total * fraction)), trigger=trigger, min_removal=removal)
+    session = c.session(budget=max(1, int(total * fraction)), trigger=trigger, min_removal=removal,
+                        restart_gain=gain)
     for k in range(1, len(messages) + 1):
         if k < len(messages) and messages[k - 1]["role"] == "assistant" and messages[k - 1].get("tool_calls"):
             continue
