@@ -225,7 +225,7 @@ class _Proxy:
         self.session_locks: dict[Any, threading.Lock] = {}
         self.lock = threading.Lock()
         self.client: httpx.AsyncClient | None = None
-        # a bad trigger or min_removal fails here, not at the first request (a ParameterError)
+        # a bad trigger, min_removal or restart_gain fails here, not at the first request (a ParameterError)
         config.compactor.session(budget=1, trigger=config.trigger, min_removal=config.min_removal,
                                  restart_gain=config.restart_gain)
         make = getattr(config.compactor, "restore_tool", None)

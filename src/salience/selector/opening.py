@@ -69,7 +69,8 @@ def with_digest(run: Run, prob: Problem, choices: np.ndarray, budget: int, *, an
     """``choices`` with archived values listed in a digest where that is worth more
     (:meth:`Run.digest`; ``settled``: a session's settled entries, which host none), and the
     digest's host as a fixed entry (``{}`` without a digest). With ``anthropic``, an answer that
-    opens with a user turn goes without a digest whose host would come before that turn."""
+    opens with a user turn keeps doing so: its digest's host is one that allows it
+    (:func:`digest_host`), and an answer that would not is taken without a digest."""
     if not run.cfg.digest:
         return choices, {}
     entries = run.source.entries

@@ -464,7 +464,9 @@ class Run:
         whole answer is then worth more, each value it lists being worth its entry's score times
         :data:`DIGEST_WEIGHT`, shared over the entry's values, and each recurring value
         :data:`RECURRING_WORTH` times :data:`DIGEST_WEIGHT` more. Only where the transcript acts (a
-        conversation's turns are not their names and dates). Returns ``(choices, fixed)`` for :meth:`assemble`.
+        conversation's turns are not their names and dates); with ``opening``, hosted where Anthropic's
+        messages still open with a user turn (:func:`~salience.selector.opening.digest_host`). Returns
+        ``(choices, fixed)`` for :meth:`assemble`.
         """
         if not self.acts():
             return None
