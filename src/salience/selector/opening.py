@@ -14,8 +14,9 @@ solver's objective is taken:
 * holding the first user turn (at least as a stub), as before;
 * leaving out everything before the first user turn the answer keeps, holding that turn.
 
-Both open with a user turn, the first by construction, the second unless its digest's host
-lands before that turn (then that answer goes without its digest). Where neither fits the
+Both open with a user turn, the first by construction, the second too: a digest's host is
+one that keeps it so (:func:`digest_host`), and an answer that would not is taken without
+its digest. Where neither fits the
 budget, the user turn that opens the messages at the least cost does, with nothing before
 it; where none can, :class:`~salience.errors.BudgetError` says so, with that least cost as
 ``required``. A :class:`~salience.selector.session.CompactionSession` (what ``AnthropicContext``
