@@ -1219,6 +1219,30 @@ def test_the_newest_pin_keeps_its_best_form_that_fits_before_an_older_pin() -> N
     assert seen == set(forms)
 
 
+def test_a_result_too_long_to_stay_whole_leaves_room_for_the_request_it_answers() -> None:
+    # A stock list of thousands of tokens answers a one-line question: trimmed to keep as much
+    # as fits, it took all the room, and the question went (BFCL's long-context set). It now
+    # keeps as much as fits beside the newest user turn, where the trim keeps room for it; and
+    # only beside it: the rest of the room is still the result's.
+    question = "Which of these technology stocks did AAPL beat this quarter?"
+    messages = [
+        {"role": "system", "content": "You are a trading assistant."},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "get_available_stocks", sector="Tech")]},
+        {"role": "tool", "tool_call_id": "c1", "content": lines("stock", 200)},
+    ]
+    compactor = make(scorer=DictScorer({"m1": 0.6}, default=0.1))
+    full = total_tokens(messages)
+    for budget in (full // 3, full // 2, 3 * full // 4):  # above the trim's least form (a quarter of the result)
+        result = compactor.compact(messages, budget=budget)
+        assert result.tokens <= budget
+        assert result.choices["m1"] is Option.FULL and result.choices["m3"] is Option.TRIM, (budget, result.choices)
+        assert budget - result.tokens < len(question.split()), budget  # the result's trim took the rest
+    # with no room for the question beside the trim's least form, the trim takes what there is
+    tight = compactor.compact(messages, budget=total_tokens(messages[:3]) + 5)
+    assert tight.choices["m1"] is Option.DROP and tight.choices["m3"] is not Option.FULL
+
+
 def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:
     # "Now let me modify the alarm." answers nothing: it is not pinned and not counted, so
     # the default pin_last=1 pins the token the agent just got, whatever its score.

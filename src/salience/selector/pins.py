@@ -64,11 +64,20 @@ def pin_worth(values: np.ndarray, soft: np.ndarray) -> np.ndarray:
 
 def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: int,
               least: Callable[[np.ndarray], float],
-              trim_to: Callable[[int, int], tuple[Entry, int] | None]) -> dict[int, Entry]:
+              trim_to: Callable[[int, int], tuple[Entry, int] | None], spare: int = 0) -> dict[int, Entry]:
     """The newest soft pin, where it cannot stay whole beside what must stay, trimmed to keep
     as much as fits beside that instead of the ``trim_keep`` share: ``{index: trimmed entry}``,
     with its TRIM cost in ``costs`` raised to match; empty (``costs`` untouched) where there is
     no soft pin, it stays whole, no trim fits, or the grown trim would keep no more.
+
+    ``spare``: what the newest user turn costs whole, where it is no pin and comes before the
+    newest one (0 otherwise); the trim grows into what is left beside it too, wherever that
+    leaves it room. A result of thousands of tokens took all the room, and the request it
+    answers went: on BFCL's long-context set (``benchmarks/bench_bfcl.py``, never trained on),
+    a 4,000-token stock list kept 2,400 tokens and dropped the 42-token question about it;
+    there, system + 10%: 0.472 -> 0.485 of the independent references. Held out (leave one data
+    set out, every step): airline's user turns kept whole 0.220 / 0.369 -> 0.230 / 0.380 at 10% /
+    25%, its references 0.559 / 0.779 -> 0.557 / 0.780; the other four sets unchanged.
 
     The newest pin is what the agent answers, and :func:`pin_worth` gives up every other
     entry before it degrades that pin, so its trimmed form is all it keeps of it: at a quarter,
@@ -94,6 +103,8 @@ def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: 
     trial[i, FULL] = False
     trial[i, TRIM] = True
     slack = budget - least(trial)
+    if 0 < spare <= slack:
+        slack -= spare
     room = int(costs[i, TRIM] + slack)
     grown = trim_to(i, room) if slack > 0 else None
     if grown is None or not costs[i, TRIM] < grown[1] < costs[i, FULL] or grown[1] > room:

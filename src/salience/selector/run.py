@@ -318,11 +318,11 @@ class Run:
         allowed[hard] = WHOLE_ONLY
         if self.fmt == "anthropic" and first_turn:
             hold_first_turn(self.source.entries, fixed, allowed)  # Anthropic wants the first message from the user
-        # the newest soft pin that cannot stay whole keeps as much as fits, sparing what quotes its action (grow_trim)
-        ents, opts = self.source.entries, self.opts
-        self.grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs),
-                                lambda i, limit: trim_to(cfg, ents[i], int(self.src_cost[i]), limit,
-                                                         quoting=opts[i].quoting))
+        # the newest soft pin that cannot stay whole keeps as much as fits (grow_trim), beside the newest user turn
+        ents, opts, src, u = self.source.entries, self.opts, self.src_cost, self.last_user()
+        spare = int(costs[u, _FULL]) if u is not None and not pins[u] and soft[u + 1:].any() else 0
+        self.grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs), lambda i, limit:
+                               trim_to(cfg, ents[i], int(src[i]), limit, quoting=opts[i].quoting), spare)
         exempt = pins.copy()
         for i in fixed:
             exempt[i] = True
