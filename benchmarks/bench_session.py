@@ -31,18 +31,23 @@ the worst set; and for the session the mean share of the previous output that ea
 output begins with (``prefix_reuse``), on the calls that compacted too, and the tokens so
 reused there; and per method (line ``cached``) the share of the tokens it sent, system prompt
 aside (every method sends it first alike), that began its previous output, message for
-message: what a provider's prompt cache could serve. Asserts nothing.
+message: what a provider's prompt cache could serve. Asserts nothing. ``--bfcl DIR`` adds
+BFCL's two multi-turn sets (``bench_bfcl.py``: a domain nothing in ``shared/`` comes from), with
+the bundled default scorer, which never trained on them.
 ``python benchmarks/bench_session.py [--domains tau-bench-airline,tooltalk] [--fractions 0.1,0.25]
-[--trigger 1.0] [--removal 0.1] [--restart-gain 1.0]`` from the repository root.
+[--trigger 1.0] [--removal 0.1] [--restart-gain 1.0] [--bfcl DIR]`` from the repository root.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -51,9 +56,10 @@ try:
 except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
+import bench_bfcl as bfcl  # noqa: E402
 from bench_unseen import train_lodo  # noqa: E402
 
-from salience import BudgetError, Compactor, Transcript, load_transcripts  # noqa: E402
+from salience import BudgetError, Compactor, Transcript, default_scorer, load_transcripts  # noqa: E402
 from salience.bench.independent import (  # noqa: E402
     _ours,
     history_budget,
@@ -72,17 +78,16 @@ DOMAINS = ("tau-bench-airline", "swe-agent", "tooltalk", "api-bank")  # (MINT's 
 METHODS = ("window", "stubs", "plain", "session", "claude")
 
 
-def replay(domain: str, data: Path, fraction: float, trigger: float, removal: float,
+def replay(transcripts: Sequence[Transcript], scorer: Any, fraction: float, trigger: float, removal: float,
            gain: float | None = RESTART_GAIN) -> dict[str, float]:
-    """Recall of the baselines, plain compaction and a session on ``domain``'s transcripts (module doc)."""
-    scorer, _ = train_lodo(domain, data, retrain=False)
+    """Recall of the baselines, plain compaction and a session on ``transcripts`` (module doc)."""
     refs = {"independent": 0, "ours": 0}
     seen = {(name, d): 0 for name in METHODS for d in refs}
     sent = {name: 0 for name in METHODS}  # tokens sent, and of them the prefix of the method's previous output
     cached = {name: 0 for name in METHODS}
     calls = triggered = 0
     share = share_triggered = tokens_triggered = 0.0
-    for t in load_transcripts(data / domain):
+    for t in transcripts:
         messages = t.to_openai()
         ours = _ours(t)
         steps = [i for i, m in enumerate(messages) if i and m["role"] == "assistant" and m.get("tool_calls")]
@@ -144,6 +149,18 @@ def replay(domain: str, data: Path, fraction: float, trigger: float, removal: fl
     return out
 
 
+def _held_out(domain: str, data: Path) -> tuple[list[Transcript], Any]:
+    """A shared set's transcripts and the scorer trained without it (cached)."""
+    return load_transcripts(data / domain), train_lodo(domain, data, retrain=False)[0]
+
+
+def _bfcl(package: Path, name: str) -> tuple[list[Transcript], Any]:
+    """A BFCL set's transcripts (bench_bfcl.transcripts) and the bundled default scorer."""
+    category, long_context = bfcl.SETS[name]
+    raw = bfcl.transcripts(package, category, long_context)
+    return [Transcript.from_openai(t["messages"], id=t["id"]) for t in raw], default_scorer()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -153,11 +170,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--removal", type=float, default=0.1, help="the session's min_removal (default: 0.1)")
     parser.add_argument("--restart-gain", type=float, default=RESTART_GAIN,
                         help=f"the session's restart_gain (default: {RESTART_GAIN}; negative: None, never)")
+    parser.add_argument("--bfcl", type=Path, default=None,
+                        help="also BFCL's multi-turn sets, from the folder holding the bfcl_eval package "
+                             "(bench_bfcl.py), scored by the bundled default")
     args = parser.parse_args(argv)
     domains = [d for d in args.domains.split(",") if d]
     unknown = [d for d in domains if not (args.data / d).exists()]
     if unknown:
         parser.error(f"data sets not found under {args.data}: {', '.join(unknown)} (use --data)")
+    if args.bfcl is not None and not (args.bfcl / "bfcl_eval" / "data").is_dir():
+        parser.error(f"no bfcl_eval package under {args.bfcl} (see bench_bfcl.py)")
+    sets: dict[str, Callable[[], tuple[list[Transcript], Any]]] = {
+        d: functools.partial(_held_out, d, args.data) for d in domains}
+    if args.bfcl is not None:
+        sets.update({f"bfcl-{name}": functools.partial(_bfcl, args.bfcl, name) for name in bfcl.SETS})
+    domains = list(sets)
     fractions = [float(f) for f in args.fractions.split(",")]
     print(f"{'held out':<18} {'f':>5} {'definition':<12} {'refs':>6} " + " ".join(f"{m:>8}" for m in METHODS)
           + f" {'reuse':>6} {'compacting calls':>17} {'reuse there':>12} {'tokens there':>13}")
@@ -166,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         for fraction in fractions:
             started = time.perf_counter()
             gain = None if args.restart_gain < 0 else args.restart_gain
-            r = rows[(domain, fraction)] = replay(domain, args.data, fraction, args.trigger, args.removal, gain)
+            r = rows[(domain, fraction)] = replay(*sets[domain](), fraction, args.trigger, args.removal, gain)
             for d, n in (("independent", r["refs"]), ("ours", r["refs_ours"])):
                 line = (f"{domain:<18} {fraction:>5.2f} {d:<12} {n:>6.0f} "
                         + " ".join(f"{r[f'{m} {d}']:>8.3f}" for m in METHODS))

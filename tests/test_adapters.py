@@ -180,7 +180,7 @@ def test_langchain_session_keeps_the_prefix() -> None:
     messages = lc_messages()
     # a budget and headroom where the new messages fit beside the prefix (320 to 340 tokens here, with
     # 0.3 of the room above the system prompt freed; the default 0.1 leaves too little for them)
-    session = make(pin_last=2).session(budget=330, min_removal=0.3)
+    session = make(pin_last=2).session(budget=330, min_removal=0.3, cache_min=0)  # (a prefix kept at any size)
     first = session.compact(messages[:8])
     second = session.compact(messages)
     assert session.prefix_reuse is not None and session.prefix_reuse.share == 1.0
@@ -269,7 +269,7 @@ def openai_history(n_steps: int) -> list[dict[str, Any]]:
 
 
 def test_openai_context_over_a_growing_history() -> None:
-    context = OpenAIContext(make(pin_last=3), budget=600)
+    context = OpenAIContext(make(pin_last=3), budget=600, cache_min=0)
     history = openai_history(30)
     sent = []
     for k in range(4, len(history) + 1, 2):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from salience.errors import BudgetError, FormatError, ScorerError
+from salience.errors import BudgetError, FormatError, ParameterError, ScorerError
 from salience.messages.dispatch import to_transcript
 from salience.selector import scoring as scoring_module
 from salience.selector.compactor import Compaction, Compactor, PrefixReuse, detect_format
@@ -25,7 +25,7 @@ from salience.selector.masking import Option, Phase, PhasePolicy
 from salience.selector.params import DEFAULT_RETAIN
 from salience.selector.render import SIZE_MIN, marker_ids
 from salience.selector.run import Run
-from salience.selector.session import RESTART_GAIN
+from salience.selector.session import CACHE_MIN, RESTART_GAIN
 from salience.tokens import TokenCounter
 from salience.tooltypes import ToolType
 from salience.transcript import Transcript
@@ -613,12 +613,14 @@ def test_a_compaction_and_a_session_pickle() -> None:
         a, b = session.compact(h[:k]), saved.compact(h[:k])
         assert a.messages == b.messages and session.prefix_reuse == saved.prefix_reuse
     assert session.compactions == saved.compactions > before > 0  # it compacted before and after the save
-    # one saved by a version without restart_gain and the system prompt's count carries on with the defaults
+    # one saved by a version without restart_gain, cache_min and the system prompt's count carries on with the
+    # defaults, but keeps its prefix at any size, as that version did
     old = make(pin_last=2).session(budget=500)
     old.compact(h[:20])
-    del old.__dict__["restart_gain"], old.__dict__["_floor"]
+    del old.__dict__["restart_gain"], old.__dict__["_floor"], old.__dict__["cache_min"]
     loaded = pickle.loads(pickle.dumps(old))
     assert loaded.restart_gain == RESTART_GAIN and loaded.compact(h).tokens <= 500
+    assert loaded.cache_min == 0 and loaded.stable
 
 
 def test_max_entry_tokens_trims_on_the_way_in() -> None:
@@ -839,7 +841,8 @@ def test_session_is_a_noop_below_the_trigger() -> None:
 
 def test_session_settles_decisions_and_keeps_the_prefix() -> None:
     budget = 400
-    session = make(pin_last=3, scorer=DictScorer(default=0.5)).session(budget=budget, trigger=0.9, min_removal=0.2)
+    session = make(pin_last=3, scorer=DictScorer(default=0.5)).session(budget=budget, trigger=0.9, min_removal=0.2,
+                                                                       cache_min=0)
     assert session.target == 360 - 80
     settled: dict[str, Any] = {}
     triggers = 0
@@ -879,7 +882,7 @@ def test_session_headroom_is_a_share_of_the_room_above_the_system_prompt() -> No
     h[0] = {"role": "system", "content": " ".join(["rule"] * 250)}
     system = COUNTER.count_entry(Transcript.from_openai(h[:1]).entries[0])
     budget = system + 100
-    session = make(pin_last=2).session(budget=budget, trigger=0.9, min_removal=0.2)
+    session = make(pin_last=2).session(budget=budget, trigger=0.9, min_removal=0.2, cache_min=0)
     for steps in range(1, 13):
         result = session.compact(h[: 1 + 4 * steps])
         assert session.room == 100 and session.limit == system + 90 and session.target == system + 90 - 20
@@ -900,7 +903,7 @@ def test_a_session_starts_over_where_its_earlier_decisions_cost_too_much(gain: f
     # The entries a first compaction dropped turn out to matter most (their scores rise to 1 from 0.05):
     # an answer from scratch keeps them, worth far more than what the settled drops allow.
     scorer = DictScorer(default=0.05)
-    session = make(pin_last=2, scorer=scorer).session(budget=300, restart_gain=gain)
+    session = make(pin_last=2, scorer=scorer).session(budget=300, restart_gain=gain, cache_min=0)
     h = history(12)
     first = session.compact(h[:33])
     assert session.triggered and first.dropped[:3] == ("m1", "m2", "m3")
@@ -918,6 +921,35 @@ def test_a_session_starts_over_where_its_earlier_decisions_cost_too_much(gain: f
     scorer.scores = {}
     session.compact(h[:41])
     assert session.full_recompactions == (0 if gain is None else 1)
+
+
+def test_a_session_with_little_room_compacts_as_compact_does() -> None:
+    # Under cache_min tokens of room (no provider caches a prompt under 1,024 tokens) a stable prefix
+    # is not worth what it costs: no headroom below the budget, and settled decisions give way wherever
+    # an answer from scratch is worth more, whatever trigger, min_removal and restart_gain say.
+    scorer = DictScorer(default=0.05)
+    compactor = make(pin_last=2, scorer=scorer)
+    session = compactor.session(budget=300, trigger=0.9, min_removal=0.2, restart_gain=None)
+    h = history(12)
+    first = session.compact(h[:33])
+    assert session.cache_min == CACHE_MIN and not session.stable
+    assert session.triggered and session.limit == 300 and session.target == 300
+    assert first.messages == compactor.compact(h[:33], budget=300).messages
+    scorer.scores = {"m1": 1.0, "m2": 1.0, "m3": 1.0}
+    second = session.compact(h[:37])
+    assert session.recompacted and not {"m1", "m2", "m3"} & set(second.dropped)
+    assert second.messages == compactor.compact(h[:37], budget=300).messages
+    # cache_min=0: the same session keeps its prefix at any size (its headroom, its settled drops)
+    scorer.scores = {}
+    stable = compactor.session(budget=300, trigger=0.9, min_removal=0.2, restart_gain=None, cache_min=0)
+    stable.compact(h[:33])
+    assert stable.stable and stable.limit < 300 and stable.target < stable.limit
+    scorer.scores = {"m1": 1.0, "m2": 1.0, "m3": 1.0}
+    assert {"m1", "m2", "m3"} <= set(stable.compact(h[:37]).dropped)
+    with pytest.raises(ParameterError, match="cache_min"):
+        compactor.session(budget=300, cache_min=-1)
+    with pytest.raises(ParameterError, match="cache_min"):
+        compactor.session(budget=300, cache_min=True)
 
 
 def test_session_prefix_reuse_on_a_later_trigger() -> None:

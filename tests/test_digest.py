@@ -129,7 +129,7 @@ def test_a_session_lists_archived_values_too_and_keeps_what_it_settled() -> None
     """A session's compaction lists archived values as a plain one does; the digest's host is then
     settled like any stub, so the next compaction keeps it as it was (a new list goes in a newer stub)."""
     messages = history()
-    session = Compactor(scorer=Recent(), counter=WORDS).session(budget=200, trigger=1.0, min_removal=0)
+    session = Compactor(scorer=Recent(), counter=WORDS).session(budget=200, trigger=1.0, min_removal=0, cache_min=0)
     first = session.compact(messages)
     found = _digest(first)
     assert found is not None and first.tokens <= 200 and not tool_pairing_errors(first.messages)

@@ -362,7 +362,9 @@ def test_parse_budget():
      "min_removal must be a float in [0, 1)"),
     (["proxy", "--upstream", "http://127.0.0.1:9", "--restart-gain", "-1", "--scorer", "recency"], 2,
      "restart_gain must be a number >= 0 or None"),
-], ids=["help", "bad-upstream", "bad-budget", "bad-port", "bad-min-removal", "bad-restart-gain"])
+    (["proxy", "--upstream", "http://127.0.0.1:9", "--cache-min", "-5", "--scorer", "recency"], 2,
+     "cache_min must be an int >= 0"),
+], ids=["help", "bad-upstream", "bad-budget", "bad-port", "bad-min-removal", "bad-restart-gain", "bad-cache-min"])
 def test_command_line(argv, code, text, capsys):
     from salience.cli import main
 
@@ -874,3 +876,5 @@ def test_a_bad_session_setting_fails_when_the_app_is_built() -> None:
         build_app(ProxyConfig(upstream="http://127.0.0.1:9", compactor=compactor, min_removal=1.5))
     with pytest.raises(ParameterError, match="trigger"):
         build_app(ProxyConfig(upstream="http://127.0.0.1:9", compactor=compactor, trigger=0.0))
+    with pytest.raises(ParameterError, match="cache_min"):
+        build_app(ProxyConfig(upstream="http://127.0.0.1:9", compactor=compactor, cache_min=-1))

@@ -14,7 +14,7 @@ from salience.errors import ParameterError, SalienceError, describe
 from salience.messages.langchain import from_langchain
 from salience.selector.render import RESTORE_TOOL
 from salience.selector.restore import RestoreTool
-from salience.selector.session import RESTART_GAIN
+from salience.selector.session import CACHE_MIN, RESTART_GAIN
 
 if TYPE_CHECKING:
     from salience.selector.compactor import Compaction, CompactionSession, Compactor
@@ -56,7 +56,7 @@ class SalienceMiddleware(AgentMiddleware):  # type: ignore[misc]  # langchain's 
             provider's cached prefix stays stable. ``False``: compact each request afresh.
         restore_tool: add the restore tool (:mod:`salience.selector.restore`) to the agent's
             tools and answer its calls from the state's full history, exactly.
-        trigger, min_removal, restart_gain: the sessions' (see :meth:`Compactor.session`).
+        trigger, min_removal, restart_gain, cache_min: the sessions' (see :meth:`Compactor.session`).
         max_sessions: how many threads' sessions are kept (the least recently used go).
 
     After each request: ``last``, the last :class:`Compaction`.
@@ -73,6 +73,7 @@ class SalienceMiddleware(AgentMiddleware):  # type: ignore[misc]  # langchain's 
         trigger: float = 1.0,
         min_removal: float | int = 0.1,
         restart_gain: float | None = RESTART_GAIN,
+        cache_min: int = CACHE_MIN,
         max_sessions: int = 256,
     ) -> None:
         super().__init__()
@@ -90,9 +91,11 @@ class SalienceMiddleware(AgentMiddleware):  # type: ignore[misc]  # langchain's 
         self.trigger = trigger
         self.min_removal = min_removal
         self.restart_gain = restart_gain
+        self.cache_min = cache_min
         self.max_sessions = max_sessions
         if session and callable(getattr(compactor, "session", None)):  # a bad setting fails here, not at a request
-            compactor.session(budget=budget, trigger=trigger, min_removal=min_removal, restart_gain=restart_gain)
+            compactor.session(budget=budget, trigger=trigger, min_removal=min_removal, restart_gain=restart_gain,
+                              cache_min=cache_min)
         self.last: Compaction | None = None
         self._restore = RestoreTool()
         self._sessions: OrderedDict[Any, CompactionSession] = OrderedDict()
@@ -113,7 +116,8 @@ class SalienceMiddleware(AgentMiddleware):  # type: ignore[misc]  # langchain's 
             current = self._sessions.get(key)
             if current is None:
                 current = self.compactor.session(budget=self.budget, trigger=self.trigger,
-                                                 min_removal=self.min_removal, restart_gain=self.restart_gain)
+                                                 min_removal=self.min_removal, restart_gain=self.restart_gain,
+                                                 cache_min=self.cache_min)
                 self._sessions[key] = current
                 while len(self._sessions) > self.max_sessions:
                     self._sessions.popitem(last=False)

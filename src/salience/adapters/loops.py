@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from salience.errors import ParameterError
-from salience.selector.session import RESTART_GAIN
+from salience.selector.session import CACHE_MIN, RESTART_GAIN
 
 if TYPE_CHECKING:
     from salience.selector.compactor import Compaction, CompactionSession, Compactor
@@ -139,10 +139,11 @@ class _Context:
         trigger: float = 1.0,
         min_removal: float | int = 0.1,
         restart_gain: float | None = RESTART_GAIN,
+        cache_min: int = CACHE_MIN,
     ) -> None:
         self.compactor = compactor
         self.session = compactor.session(budget=budget, trigger=trigger, min_removal=min_removal,
-                                         restart_gain=restart_gain)
+                                         restart_gain=restart_gain, cache_min=cache_min)
         self.history: list[StepStats] = []
         self.last: Compaction | None = None
 
@@ -199,7 +200,7 @@ class _Context:
 class OpenAIContext(_Context):
     """One OpenAI conversation: :meth:`prepare` gives the messages to send this step.
 
-    ``budget`` (default: the compactor's), ``trigger``, ``min_removal`` and ``restart_gain`` are the
+    ``budget`` (default: the compactor's), ``trigger``, ``min_removal``, ``restart_gain`` and ``cache_min`` are the
     :meth:`Compactor.session <salience.selector.compactor.Compactor.session>` parameters.
     """
 

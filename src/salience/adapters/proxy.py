@@ -80,7 +80,7 @@ from salience.limits import Limits, check_size, current, limited, loads
 from salience.messages.responses import check_responses, from_responses, to_responses
 from salience.messages.validate import check_anthropic, check_openai
 from salience.selector.restore import RestoreTool
-from salience.selector.session import RESTART_GAIN
+from salience.selector.session import CACHE_MIN, RESTART_GAIN
 from salience.transcript import Entry, Transcript
 
 if TYPE_CHECKING:
@@ -142,8 +142,8 @@ class ProxyConfig:
     force where the config is made, :func:`salience.limits.current`). ``restore_tool``: add
     the restore tool to compacted requests (streaming ones too) and answer its calls, at most
     ``restore_rounds`` times per request (:mod:`salience.adapters._proxy_restore`).
-    ``trigger``, ``min_removal``, ``restart_gain``: the conversations' sessions' (:meth:`Compactor.session
-    <salience.selector.compactor.Compactor.session>`; more headroom leaves a restored entry
+    ``trigger``, ``min_removal``, ``restart_gain``, ``cache_min``: the conversations' sessions'
+    (:meth:`Compactor.session <salience.selector.compactor.Compactor.session>`; more headroom leaves a restored entry
     room to be appended to the cached request).
     """
 
@@ -162,6 +162,7 @@ class ProxyConfig:
     trigger: float = 1.0
     min_removal: float | int = 0.1
     restart_gain: float | None = RESTART_GAIN
+    cache_min: int = CACHE_MIN
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -225,9 +226,9 @@ class _Proxy:
         self.session_locks: dict[Any, threading.Lock] = {}
         self.lock = threading.Lock()
         self.client: httpx.AsyncClient | None = None
-        # a bad trigger, min_removal or restart_gain fails here, not at the first request (a ParameterError)
+        # a bad trigger, min_removal, restart_gain or cache_min fails here, not at the first request
         config.compactor.session(budget=1, trigger=config.trigger, min_removal=config.min_removal,
-                                 restart_gain=config.restart_gain)
+                                 restart_gain=config.restart_gain, cache_min=config.cache_min)
         make = getattr(config.compactor, "restore_tool", None)
         self.restore: RestoreTool = make() if callable(make) else RestoreTool()
 
@@ -252,7 +253,8 @@ class _Proxy:
             if session is None:
                 session = self.config.compactor.session(budget=budget, trigger=self.config.trigger,
                                                         min_removal=self.config.min_removal,
-                                                        restart_gain=self.config.restart_gain)
+                                                        restart_gain=self.config.restart_gain,
+                                                        cache_min=self.config.cache_min)
                 self.sessions[key] = session
                 self.session_locks[key] = threading.Lock()
                 while len(self.sessions) > self.config.max_sessions:

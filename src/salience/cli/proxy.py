@@ -4,7 +4,7 @@ Usage::
 
     salience proxy --upstream URL [--host 127.0.0.1] [--port 8787] [--budget N|P%] [--window N]
                    [--scorer S] [--profile FILE] [--log-content] [--restore-tool]
-                   [--trigger F] [--min-removal F] [--restart-gain F]
+                   [--trigger F] [--min-removal F] [--restart-gain F] [--cache-min N]
                    [--max-depth N] [--max-bytes SIZE] [--max-entries N]
 
 ``--budget`` is tokens, or a share of the model's context window (``--window``, else by
@@ -18,7 +18,7 @@ last round has finished (what is supported: :mod:`salience.adapters._proxy_resto
 (:meth:`salience.Compactor.session`): it compacts once a request passes the system prompt
 plus ``--trigger`` of the budget above it, frees ``--min-removal`` of that room more, and
 starts over where an answer from scratch is worth ``--restart-gain`` more than its earlier
-decisions allow.
+decisions allow; below ``--cache-min`` tokens of room it compacts each request afresh.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import sys
 from salience.cli.compaction import read_profile, resolve_scorer
 from salience.cli.scorers import add_scorer_argument
 from salience.errors import SalienceError
-from salience.selector.session import RESTART_GAIN
+from salience.selector.session import CACHE_MIN, RESTART_GAIN
 
 __all__ = ["add_parser", "run"]
 
@@ -65,6 +65,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--restart-gain", type=float, default=RESTART_GAIN,
                         help="compact from scratch (the cached prefix given up once) where that is worth this share "
                              f"more than keeping earlier decisions (default: {RESTART_GAIN})")
+    parser.add_argument("--cache-min", type=int, default=CACHE_MIN,
+                        help="below this many tokens of room above the system prompt, compact each request afresh "
+                             f"at the budget: too short a prefix to be worth keeping stable (default: {CACHE_MIN}; "
+                             "0: always keep it)")
     parser.set_defaults(handler=run)
     return parser
 
@@ -90,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     compactor = Compactor(scorer=scorer, profile=profile, on_over_budget="keep_pins")
     config = ProxyConfig(upstream=args.upstream, compactor=compactor, budget=tokens, budget_share=share,
                          window=args.window, log_content=args.log_content, restore_tool=args.restore_tool,
-                         trigger=args.trigger, min_removal=args.min_removal, restart_gain=args.restart_gain)
+                         trigger=args.trigger, min_removal=args.min_removal, restart_gain=args.restart_gain,
+                         cache_min=args.cache_min)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if note:
         print(f"salience: warning: {note}", file=sys.stderr)
@@ -98,6 +103,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"salience proxy: http://{args.host}:{args.port} -> {args.upstream} ({window_note(config)}; bodies of at "
           f"most {limits.max_bytes:,} bytes, {limits.max_entries:,} messages, nested {limits.max_depth} deep)",
           file=sys.stderr)
-    app = build_app(config)  # (a bad --trigger, --min-removal or --restart-gain fails here: exit code 2)
+    app = build_app(config)  # (a bad --trigger, --min-removal, --restart-gain or --cache-min fails here: exit code 2)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

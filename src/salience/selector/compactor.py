@@ -106,7 +106,7 @@ from salience.selector.run import EPSILON as EPSILON  # re-exported
 from salience.selector.run import VALUE_WEIGHT as VALUE_WEIGHT  # re-exported
 from salience.selector.run import Run
 from salience.selector.scoring import fallback_scorer
-from salience.selector.session import RESTART_GAIN, CompactionSession
+from salience.selector.session import CACHE_MIN, RESTART_GAIN, CompactionSession
 from salience.tokens import as_counter
 
 __all__ = ["DEFAULT_RETAIN", "FORMATS", "Compaction", "CompactionSession", "Compactor", "PrefixReuse", "load_profile"]
@@ -374,11 +374,14 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         trigger: float = 1.0,
         min_removal: float | int = 0.1,
         restart_gain: float | None = RESTART_GAIN,
+        cache_min: int = CACHE_MIN,
     ) -> CompactionSession:
         """A :class:`CompactionSession` for an agent loop (prefix-stable compaction): it compacts
         once the history passes the system prompt plus ``trigger`` of the budget above it, down
         to ``min_removal`` (a share of that room, or tokens) below that, and starts over where
-        an answer from scratch is worth ``restart_gain`` more than its earlier decisions allow."""
+        an answer from scratch is worth ``restart_gain`` more than its earlier decisions allow;
+        where that room is under ``cache_min`` tokens (no provider caches so short a prompt), it
+        compacts as ``compact`` does, afresh at the budget (0: always prefix-stable)."""
         b = check_budget(self.budget if budget is None else budget)
         if isinstance(trigger, bool) or not isinstance(trigger, (int, float)) or not 0.0 < trigger <= 1.0:
             raise ParameterError(f"session: trigger must be a number in (0, 1] (got {_got(trigger)})")
@@ -391,8 +394,11 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         if restart_gain is not None and (isinstance(restart_gain, bool) or not isinstance(restart_gain, (int, float))
                                          or not 0.0 <= restart_gain < math.inf):
             raise ParameterError(f"session: restart_gain must be a number >= 0 or None (got {_got(restart_gain)})")
+        if isinstance(cache_min, bool) or not isinstance(cache_min, (int, np.integer)) or cache_min < 0:
+            raise ParameterError(f"session: cache_min must be an int >= 0 (tokens) (got {_got(cache_min)})")
         return CompactionSession(self, budget=b, trigger=float(trigger), min_removal=min_removal,
-                                 restart_gain=None if restart_gain is None else float(restart_gain))
+                                 restart_gain=None if restart_gain is None else float(restart_gain),
+                                 cache_min=int(cache_min))
 
     def restore_tool(self, *, max_ids: int = 8) -> RestoreTool:
         """The tool a model calls to get archived entries back (:mod:`salience.selector.restore`):

@@ -56,6 +56,16 @@ _FULL, _DROP = knapsack.FULL, knapsack.DROP
 #: previous request, 0.268 / 0.466 -> 0.179 / 0.410 (the window's: 0.117 / 0.247). Gains of 0.5 / 0.05
 #: keep 0.920 / 0.929 at 25% and 0.359 / 0.281 of the prefix.
 RESTART_GAIN = 1.0
+#: A session whose room (the budget above the system prompt) is smaller than this compacts as a plain
+#: ``compact`` does, afresh at the budget (no ``trigger`` below it, no ``min_removal``, a restart wherever
+#: an answer from scratch is worth more): providers cache no prompt shorter than 1,024 tokens (OpenAI;
+#: Anthropic's Sonnet and Opus), and where the system prompt makes it longer, a stable prefix of fewer
+#: tokens beside it saves too little to be worth what it costs in recall. Held out
+#: (benchmarks/bench_session.py), 10% / 25%: ToolTalk 0.458 / 0.706 -> 0.464 / 0.744, API-Bank 0.385 /
+#: 0.691 -> 0.387 / 0.709, airline 0.689 / 0.913 -> 0.736 / 0.935 (its share of the tokens sent that began
+#: the previous request 0.185 / 0.413 -> 0.051 / 0.319); BFCL, never trained on, 0.268 / 0.701 -> 0.273 /
+#: 0.754 with short results, 0.782 / 0.894 -> 0.800 / 0.920 with long ones.
+CACHE_MIN = 1024
 
 
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
@@ -98,7 +108,11 @@ class CompactionSession:
       went missing), the session starts over (``resets`` counts);
     * a compaction lists archived values in a digest where that is worth more, as a plain
       one does (the compactor's ``digest``); the digest's host is then settled like any
-      stub, and a settled entry never hosts a later one.
+      stub, and a settled entry never hosts a later one;
+    * where the room is under ``cache_min`` tokens (default :data:`CACHE_MIN`, 1,024; 0: never),
+      the session is not :attr:`stable`: it compacts at the budget itself, with no headroom, and
+      starts over wherever an answer from scratch is worth more at all (a prefix that short is
+      cached by no provider, or saves too little beside the system prompt).
 
     A call that only appends to the history and stays below the trigger works on the
     new messages alone (OpenAI, Anthropic and LangChain lists, Transcripts): it reads, counts and
@@ -114,15 +128,17 @@ class CompactionSession:
 
     # (class defaults: a session pickled by an earlier version, without them, carries on)
     restart_gain: float | None = RESTART_GAIN
+    cache_min: int = 0
     _floor = 0
 
     def __init__(self, compactor: Compactor, *, budget: int, trigger: float, min_removal: float | int,
-                 restart_gain: float | None = RESTART_GAIN) -> None:
+                 restart_gain: float | None = RESTART_GAIN, cache_min: int = CACHE_MIN) -> None:
         self.compactor = compactor
         self.budget = budget
         self.trigger = trigger
         self.min_removal = min_removal
         self.restart_gain = restart_gain
+        self.cache_min = cache_min
         self.triggered = False
         self.recompacted = False
         self.prefix_reuse: PrefixReuse | None = None
@@ -138,7 +154,8 @@ class CompactionSession:
 
     def __repr__(self) -> str:
         return (f"CompactionSession(budget={self.budget}, trigger={self.trigger}, min_removal={self.min_removal!r}, "
-                f"restart_gain={self.restart_gain!r}, compactions={self.compactions}, settled={len(self._settled)})")
+                f"restart_gain={self.restart_gain!r}, cache_min={self.cache_min}, compactions={self.compactions}, "
+                f"settled={len(self._settled)})")
 
     @property
     def room(self) -> int:
@@ -146,15 +163,23 @@ class CompactionSession:
         return max(0, self.budget - self._floor)
 
     @property
+    def stable(self) -> bool:
+        """Whether the session keeps its prefix stable: its :attr:`room` is at least ``cache_min``
+        tokens (below, it compacts as a plain ``compact`` does: :data:`CACHE_MIN`)."""
+        return self.room >= self.cache_min
+
+    @property
     def limit(self) -> float:
-        """The token count past which a call compacts: the system prompt plus ``trigger`` of the room."""
-        return min(self.budget, self._floor + self.trigger * self.room)
+        """The token count past which a call compacts: the system prompt plus ``trigger`` of the room
+        (the budget where the session is not :attr:`stable`)."""
+        return min(self.budget, self._floor + self.trigger * self.room) if self.stable else self.budget
 
     @property
     def target(self) -> int:
         """The token count a triggered compaction aims at: :attr:`limit` less ``min_removal``
-        (a float: that share of the room above the system prompt; an int: tokens)."""
-        removal = self.min_removal
+        (a float: that share of the room above the system prompt; an int: tokens; none where the
+        session is not :attr:`stable`)."""
+        removal = self.min_removal if self.stable else 0
         tokens = int(round(removal * self.room)) if isinstance(removal, float) else int(removal)
         return max(1, int(self.limit) - tokens)
 
@@ -379,11 +404,12 @@ class CompactionSession:
                     break
                 if not first_turn and not opens_with_user(run.source.entries, choices):
                     continue
-                if self.restart_gain is not None and (fixed or lo) and not over:
+                gain = self.restart_gain if self.stable else 0.0
+                if gain is not None and (fixed or lo) and not over:
                     # Earlier decisions cost this answer: start over where an answer from scratch is worth
                     # restart_gain more by the solver's objective (both weighed by the fresh problem's values).
                     fresh = self._fresh(run, target, query=query, phase=phase, turns=turns)
-                    if fresh.ok and fresh.worth(fresh.choices) > (1 + self.restart_gain) * fresh.worth(choices):
+                    if fresh.ok and fresh.worth(fresh.choices) > (1 + gain) * fresh.worth(choices):
                         start_over = True
                         break
                 listed: dict[int, tuple[int, Entry | None]] = {}

@@ -62,7 +62,7 @@ so that message lists without a domain get it too; its rules, per phase and tool
 are too many to search at random on a few folds; a policy of your own goes into the
 profile in its place, ``"policy": policy.as_dict()``, see
 :meth:`~salience.selector.masking.PhasePolicy.as_dict`); the session's ``trigger``,
-``min_removal`` and ``restart_gain`` (recall alone always prefers compacting as late and
+``min_removal``, ``restart_gain`` and ``cache_min`` (recall alone always prefers compacting as late and
 as little as possible, and starting over at any gain; their cost is prefix-cache churn,
 which this objective does not measure: ``benchmarks/bench_session.py`` prints both), so
 profiles leave them at their defaults; ``pin_system``, ``solver``, ``on_over_budget`` and ``budget``.
