@@ -380,8 +380,9 @@ class Compactor(BaseEstimator):  # type: ignore[misc]  # scikit-learn has no typ
         once the history passes the system prompt plus ``trigger`` of the budget above it, down
         to ``min_removal`` (a share of that room, or tokens) below that, and starts over where
         an answer from scratch is worth ``restart_gain`` more than its earlier decisions allow;
-        where that room is under ``cache_min`` tokens (no provider caches so short a prompt), it
-        compacts as ``compact`` does, afresh at the budget (0: always prefix-stable)."""
+        where that room is under ``cache_min`` tokens (a prefix no provider caches alone, and that
+        saves little beside a longer system prompt), it compacts as ``compact`` does, afresh at the
+        budget (0: always prefix-stable)."""
         b = check_budget(self.budget if budget is None else budget)
         if isinstance(trigger, bool) or not isinstance(trigger, (int, float)) or not 0.0 < trigger <= 1.0:
             raise ParameterError(f"session: trigger must be a number in (0, 1] (got {_got(trigger)})")
