@@ -155,6 +155,12 @@ def transcripts(package: Path, category: str, long_context: bool) -> list[dict[s
     return out
 
 
+def load(package: Path, name: str) -> list[Transcript]:
+    """The set ``name`` of :data:`SETS` as transcripts (:func:`transcripts`)."""
+    category, long_context = SETS[name]
+    return [Transcript.from_openai(t["messages"], id=t["id"]) for t in transcripts(package, category, long_context)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -183,12 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports: dict[str, dict[str, Any]] = {}
     sizes: dict[str, Any] = {}
     for name in sets:
-        category, long_context = SETS[name]
         t0 = time.perf_counter()
-        raw = transcripts(args.bfcl, category, long_context)
-        history = [Transcript.from_openai(t["messages"], id=t["id"]) for t in raw]
-        sizes[name] = {"category": category, "transcripts": len(history),
-                       "messages": sum(len(t["messages"]) for t in raw),
+        history = load(args.bfcl, name)
+        sizes[name] = {"category": SETS[name][0], "transcripts": len(history),
+                       "messages": sum(len(t.entries) for t in history),
                        "convert_seconds": round(time.perf_counter() - t0, 1)}
         selectors: dict[str, Any] = {
             SALIENCE: compactor_selector(Compactor(scorer=scorer)),

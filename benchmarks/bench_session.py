@@ -17,7 +17,8 @@ every tool-calling step the history so far is handed to
 * ``plain``: ``Compactor(scorer).compact(history, budget=B)``, afresh at every step;
 * ``session``: one ``Compactor(scorer).session(budget=B)`` per transcript, fed the growing history
   (the library's defaults, ``trigger`` 1.0, ``min_removal`` 0.1 of the room above the system
-  prompt and ``restart_gain`` 1.0, or ``--trigger`` / ``--removal`` / ``--restart-gain``);
+  prompt, ``restart_gain`` 1.0 and ``cache_min`` 1,024, or ``--trigger`` / ``--removal`` /
+  ``--restart-gain``);
 * ``claude``: another such session fed the growing history as a Claude agent holds it, Anthropic
   messages (``Transcript.from_openai(history).to_anthropic()``, the system prompt beside them:
   what ``AnthropicContext`` runs), its result measured as OpenAI messages
@@ -110,9 +111,9 @@ def replay(transcripts: Sequence[Transcript], scorer: Any, fraction: float, trig
                     outs[name] = list(done.messages)
                 except BudgetError:
                     outs[name] = None  # nothing visible
-            t = Transcript.from_openai(history)  # (as a Claude agent holds it: AnthropicContext's session)
+            held = Transcript.from_openai(history)  # (as a Claude agent holds it: AnthropicContext's session)
             try:
-                done = claude.compact(t.to_anthropic(), system=t.anthropic_system(), format="anthropic")
+                done = claude.compact(held.to_anthropic(), system=held.anthropic_system(), format="anthropic")
                 outs["claude"] = anthropic_as_openai(history, done)
             except BudgetError:
                 outs["claude"] = None
@@ -155,10 +156,8 @@ def _held_out(domain: str, data: Path) -> tuple[list[Transcript], Any]:
 
 
 def _bfcl(package: Path, name: str) -> tuple[list[Transcript], Any]:
-    """A BFCL set's transcripts (bench_bfcl.transcripts) and the bundled default scorer."""
-    category, long_context = bfcl.SETS[name]
-    raw = bfcl.transcripts(package, category, long_context)
-    return [Transcript.from_openai(t["messages"], id=t["id"]) for t in raw], default_scorer()
+    """A BFCL set's transcripts (bench_bfcl.load) and the bundled default scorer."""
+    return bfcl.load(package, name), default_scorer()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -182,7 +182,8 @@ class _DiskCache:
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        for attempt in range(_OPEN_TRIES):
+        attempt = 0
+        while True:
             conn = None
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,13 +201,13 @@ class _DiskCache:
             except (OSError, sqlite3.Error) as exc:
                 if conn is not None:
                     conn.close()
-                if attempt + 1 < _OPEN_TRIES and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                    time.sleep(0.02 * 2**attempt)
+                attempt += 1
+                if attempt < _OPEN_TRIES and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    time.sleep(0.02 * 2 ** (attempt - 1))
                     continue
                 raise ScorerError(f"cannot open the embedding cache {str(self.path)!r}: {exc}") from exc
             self._conn, self._pid = conn, os.getpid()
             return conn
-        raise AssertionError("unreachable")  # (the last attempt returns or raises)
 
     def get(self, model: str, keys: Sequence[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
         conn = self._connect()

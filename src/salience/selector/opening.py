@@ -75,10 +75,9 @@ def with_digest(run: Run, prob: Problem, choices: np.ndarray, budget: int, *, an
     if not run.cfg.digest:
         return choices, {}
     entries = run.source.entries
-    better = run.digest(prob, choices, budget, run.cfg.digest, settled=settled,
-                        opening=anthropic and opens_with_user(entries, choices))
-    if better is None or (anthropic and opens_with_user(entries, choices)
-                          and not opens_with_user(entries, better[0])):
+    opening = anthropic and opens_with_user(entries, choices)
+    better = run.digest(prob, choices, budget, run.cfg.digest, settled=settled, opening=opening)
+    if better is None or (opening and not opens_with_user(entries, better[0])):
         return choices, {}
     return better[0], dict(better[1])
 
