@@ -34,13 +34,14 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import importlib
 import inspect
 import json
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,65 @@ def load(package: Path, name: str) -> list[Transcript]:
     return [Transcript.from_openai(t["messages"], id=t["id"]) for t in transcripts(package, category, long_context)]
 
 
+def measure(label: str, loaders: dict[str, Callable[[], list[Transcript]]], fractions: Sequence[float],
+            out_path: Path, meta: dict[str, Any], source: str) -> dict[str, Any]:
+    """Measure each set of a domain never trained on as ``bench_unseen.py`` measures a held-out one
+    (the bundled default and its variants beside every baseline), print the tables and write the
+    report to ``out_path``. ``loaders`` maps each set's name to what loads its transcripts; ``meta``
+    joins the report's header; ``source`` names the data in the methods' descriptions."""
+    started = time.perf_counter()
+    scorer = default_scorer()
+    reports: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, Any] = {}
+    for name, loader in loaders.items():
+        t0 = time.perf_counter()
+        history = loader()
+        sizes[name] = {"transcripts": len(history), "messages": sum(len(t.entries) for t in history),
+                       "convert_seconds": round(time.perf_counter() - t0, 1)}
+        selectors: dict[str, Any] = {
+            SALIENCE: compactor_selector(Compactor(scorer=scorer)),
+            SAME_UNITS: compactor_selector(Compactor(scorer=scorer, counter=TEXT_TOKENS)),
+            ANTHROPIC: anthropic_compactor_selector(Compactor(scorer=scorer)),
+            CONSTANT: compactor_selector(Compactor(scorer=ConstantScores())),
+        }
+        baselines = baseline_selectors()
+        selectors[WINDOW] = baselines.pop(WINDOW)
+        selectors[WINDOW_BILLED] = baselines.pop(WINDOW_BILLED)
+        selectors.update(baselines)
+        tag = f"{label.lower()} {name}"
+        report = evaluate(history, selectors, fractions, reference=WINDOW, second_reference=WINDOW_BILLED,
+                          progress=True, description=f"[{tag}] steps")
+        reports[name] = report.to_dict()
+        note(f"[{tag}] {report.steps:,} steps from {len(history):,} transcripts "
+             f"({sizes[name]['messages']:,} messages) in {report.seconds:.1f} s")
+        console.print(domain_table(f"{label} {name} (never trained on)", reports[name], fractions))
+    summary = summarise(reports, fractions)
+    for key, title in FIGURES:
+        console.print(summary_table(key, title, summary, list(loaders), fractions))
+    for line in ci_notes(summary, fractions):
+        note(line)
+    out = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "salience_version": salience.__version__, "python": platform.python_version(), **meta,
+        "methods": {SALIENCE: "Compactor(scorer=default_scorer()), no other parameter: the bundled default, "
+                              f"trained on every shared set, none from {source}",
+                    SAME_UNITS: "the same, counting the budget in text tokens (the benchmark's units)",
+                    ANTHROPIC: "the same Compactor handed each history as Anthropic messages",
+                    CONSTANT: "Compactor(scorer=ConstantScores()): the selector's structure alone",
+                    **{m: "baseline, salience.bench.message_baselines" for m in baseline_selectors()}},
+        "sets": sizes, "bootstrap": {**BOOTSTRAP, "method": "percentile, paired", "unit": "transcript"},
+        "seconds": round(time.perf_counter() - started, 1), "domains": reports, "summary": summary,
+    }
+    for set_report in reports.values():
+        for r in set_report["results"]:
+            if r["method"] not in (SALIENCE, SAME_UNITS, ANTHROPIC, CONSTANT, WINDOW, WINDOW_BILLED):
+                r.pop("by_transcript", None)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(one_line_lists(json.dumps(out, indent=1, default=str)) + "\n", encoding="utf-8")
+    note(f"wrote {out_path}")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -184,57 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         fractions = tuple(float(f) for f in args.fractions.split(","))
     except ValueError:
         parser.error(f"--fractions: comma-separated numbers in (0, 1] (got {args.fractions!r})")
-    started = time.perf_counter()
-    scorer = default_scorer()
-    reports: dict[str, dict[str, Any]] = {}
-    sizes: dict[str, Any] = {}
-    for name in sets:
-        t0 = time.perf_counter()
-        history = load(args.bfcl, name)
-        sizes[name] = {"category": SETS[name][0], "transcripts": len(history),
-                       "messages": sum(len(t.entries) for t in history),
-                       "convert_seconds": round(time.perf_counter() - t0, 1)}
-        selectors: dict[str, Any] = {
-            SALIENCE: compactor_selector(Compactor(scorer=scorer)),
-            SAME_UNITS: compactor_selector(Compactor(scorer=scorer, counter=TEXT_TOKENS)),
-            ANTHROPIC: anthropic_compactor_selector(Compactor(scorer=scorer)),
-            CONSTANT: compactor_selector(Compactor(scorer=ConstantScores())),
-        }
-        baselines = baseline_selectors()
-        selectors[WINDOW] = baselines.pop(WINDOW)
-        selectors[WINDOW_BILLED] = baselines.pop(WINDOW_BILLED)
-        selectors.update(baselines)
-        report = evaluate(history, selectors, fractions, reference=WINDOW, second_reference=WINDOW_BILLED,
-                          progress=True, description=f"[bfcl {name}] steps")
-        reports[name] = report.to_dict()
-        note(f"[bfcl {name}] {report.steps:,} steps from {len(history):,} transcripts "
-             f"({sizes[name]['messages']:,} messages) in {report.seconds:.1f} s")
-        console.print(domain_table(f"BFCL {name} (never trained on)", reports[name], fractions))
-    summary = summarise(reports, fractions)
-    for key, title in FIGURES:
-        console.print(summary_table(key, title, summary, sets, fractions))
-    for line in ci_notes(summary, fractions):
-        note(line)
-    out = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "salience_version": salience.__version__, "python": platform.python_version(),
-        "bfcl_eval": VERSION, "args": {"sets": sets, "fractions": list(fractions)},
-        "methods": {SALIENCE: "Compactor(scorer=default_scorer()), no other parameter: the bundled default, "
-                              "trained on every shared set, none from BFCL",
-                    SAME_UNITS: "the same, counting the budget in text tokens (the benchmark's units)",
-                    ANTHROPIC: "the same Compactor handed each history as Anthropic messages",
-                    CONSTANT: "Compactor(scorer=ConstantScores()): the selector's structure alone",
-                    **{m: "baseline, salience.bench.message_baselines" for m in baseline_selectors()}},
-        "sets": sizes, "bootstrap": {**BOOTSTRAP, "method": "percentile, paired", "unit": "transcript"},
-        "seconds": round(time.perf_counter() - started, 1), "domains": reports, "summary": summary,
-    }
-    for set_report in reports.values():
-        for r in set_report["results"]:
-            if r["method"] not in (SALIENCE, SAME_UNITS, ANTHROPIC, CONSTANT, WINDOW, WINDOW_BILLED):
-                r.pop("by_transcript", None)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(one_line_lists(json.dumps(out, indent=1, default=str)) + "\n", encoding="utf-8")
-    note(f"wrote {args.out}")
+    loaders = {name: functools.partial(load, args.bfcl, name) for name in sets}
+    measure("BFCL", loaders, fractions, args.out,
+            {"bfcl_eval": VERSION, "categories": {name: SETS[name][0] for name in sets},
+             "args": {"sets": sets, "fractions": list(fractions)}}, "BFCL")
     return 0
 
 

@@ -34,9 +34,11 @@ reused there; and per method (line ``cached``) the share of the tokens it sent, 
 aside (every method sends it first alike), that began its previous output, message for
 message: what a provider's prompt cache could serve. Asserts nothing. ``--bfcl DIR`` adds
 BFCL's two multi-turn sets (``bench_bfcl.py``: a domain nothing in ``shared/`` comes from), with
-the bundled default scorer, which never trained on them.
+the bundled default scorer, which never trained on them; ``--agentdojo DIR`` adds AgentDojo's four
+suites (``bench_agentdojo.py``) the same way.
 ``python benchmarks/bench_session.py [--domains tau-bench-airline,tooltalk] [--fractions 0.1,0.25]
-[--trigger 1.0] [--removal 0.1] [--restart-gain 1.0] [--bfcl DIR]`` from the repository root.
+[--trigger 1.0] [--removal 0.1] [--restart-gain 1.0] [--bfcl DIR] [--agentdojo DIR]`` from the
+repository root.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ try:
 except ImportError:  # running from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
+import bench_agentdojo as agentdojo  # noqa: E402
 import bench_bfcl as bfcl  # noqa: E402
 from bench_unseen import train_lodo  # noqa: E402
 
@@ -155,9 +158,10 @@ def _held_out(domain: str, data: Path) -> tuple[list[Transcript], Any]:
     return load_transcripts(data / domain), train_lodo(domain, data, retrain=False)[0]
 
 
-def _bfcl(package: Path, name: str) -> tuple[list[Transcript], Any]:
-    """A BFCL set's transcripts (bench_bfcl.load) and the bundled default scorer."""
-    return bfcl.load(package, name), default_scorer()
+def _unseen(load: Callable[[Path, str], list[Transcript]], package: Path, name: str) -> tuple[list[Transcript], Any]:
+    """A set of a domain never trained on (``load(package, name)``: bench_bfcl.load,
+    bench_agentdojo.load) and the bundled default scorer."""
+    return load(package, name), default_scorer()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bfcl", type=Path, default=None,
                         help="also BFCL's multi-turn sets, from the folder holding the bfcl_eval package "
                              "(bench_bfcl.py), scored by the bundled default")
+    parser.add_argument("--agentdojo", type=Path, default=None,
+                        help="also AgentDojo's four suites, from the folder holding the agentdojo package "
+                             "(bench_agentdojo.py), scored by the bundled default")
     args = parser.parse_args(argv)
     domains = [d for d in args.domains.split(",") if d]
     unknown = [d for d in domains if not (args.data / d).exists()]
@@ -179,10 +186,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"data sets not found under {args.data}: {', '.join(unknown)} (use --data)")
     if args.bfcl is not None and not (args.bfcl / "bfcl_eval" / "data").is_dir():
         parser.error(f"no bfcl_eval package under {args.bfcl} (see bench_bfcl.py)")
+    if args.agentdojo is not None and not (args.agentdojo / "agentdojo" / "data").is_dir():
+        parser.error(f"no agentdojo package under {args.agentdojo} (see bench_agentdojo.py)")
     sets: dict[str, Callable[[], tuple[list[Transcript], Any]]] = {
         d: functools.partial(_held_out, d, args.data) for d in domains}
     if args.bfcl is not None:
-        sets.update({f"bfcl-{name}": functools.partial(_bfcl, args.bfcl, name) for name in bfcl.SETS})
+        sets.update({f"bfcl-{name}": functools.partial(_unseen, bfcl.load, args.bfcl, name) for name in bfcl.SETS})
+    if args.agentdojo is not None:
+        sets.update({f"agentdojo-{name}": functools.partial(_unseen, agentdojo.load, args.agentdojo, name)
+                     for name in agentdojo.SUITES})
     domains = list(sets)
     fractions = [float(f) for f in args.fractions.split(",")]
     print(f"{'held out':<18} {'f':>5} {'definition':<12} {'refs':>6} " + " ".join(f"{m:>8}" for m in METHODS)
