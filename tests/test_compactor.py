@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from salience.bench.message_baselines import sliding_window
 from salience.errors import BudgetError, FormatError, ParameterError, ScorerError
 from salience.messages.dispatch import to_transcript
 from salience.selector import scoring as scoring_module
@@ -1299,13 +1300,17 @@ def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:
 
 
 def test_the_last_user_turn_is_pinned_by_default_only_as_the_newest_entry() -> None:
-    """``pin_last_user`` is off by default: an older user turn is weighed by its score (a
-    better-scored entry may take its place), while a user turn that is the newest entry the
-    agent answers stays pinned by ``pin_last``, whatever its score."""
+    """``pin_last_user`` is off by default: an older user turn that a sliding window would not
+    keep is weighed by its score (a better-scored entry may take its place); one the window
+    keeps whole is the request the agent works on, held whole as the agent's actions are
+    (:func:`~salience.selector.pins.window_actions`); and a user turn that is the newest entry
+    the agent answers stays pinned by ``pin_last``, whatever its score."""
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "PAR01"}'}}
+    request = "Check the weather in Paris for me please, I am flying there tomorrow."
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": "Check the weather in Paris for me please, I am flying there tomorrow."},
-        {"role": "assistant", "content": "Noted: the forecast key is KEY-ABC-123 and the city code is PAR01 today."},
+        {"role": "user", "content": request + " It is for the conference on the fourth."},
+        {"role": "assistant", "content": "Noted: the forecast key is KEY-ABC-123 and the city code is PAR01 today, "
+                                         "with the forecast for the whole week ahead of the trip."},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "Sunny, 21 degrees."},
     ]
@@ -1313,12 +1318,23 @@ def test_the_last_user_turn_is_pinned_by_default_only_as_the_newest_entry() -> N
     group = total_tokens(messages[2:])
     budget = group + max(total_tokens(messages[:1]), total_tokens(messages[1:2])) + 1
     assert budget < total_tokens(messages)
-    result = make(scorer=scorer).compact(messages, budget=budget)
+    # the window, by the messages' text, does not reach the user turn: its score weighs it (no
+    # digest, which would list the words' key in the turn's stub instead)
+    assert sliding_window(messages, budget, counter=COUNTER) == messages[1:]
+    result = make(scorer=scorer, digest=0).compact(messages, budget=budget)
     assert result.tokens <= budget
     assert result.choices["m1"] is Option.FULL and result.choices["m0"] is not Option.FULL
     assert result.choices["m2"] is Option.FULL and result.choices["m3"] is Option.FULL  # the newest group: pin_last
-    pinned = make(scorer=scorer, pin_last_user=True).compact(messages, budget=budget)
+    pinned = make(scorer=scorer, pin_last_user=True, digest=0).compact(messages, budget=budget)
     assert pinned.choices["m0"] is Option.FULL and pinned.choices["m1"] is not Option.FULL
+    # a shorter request the window keeps whole stays whole, its score aside; the better-scored words give way
+    held = [{"role": "user", "content": request}, {**messages[1], "content": "Noted: the forecast key is "
+                                                   "KEY-ABC-123 and the city code is PAR01 today."}, *messages[2:]]
+    budget = total_tokens(held[2:]) + max(total_tokens(held[:1]), total_tokens(held[1:2])) + 1
+    assert sliding_window(held, budget, counter=COUNTER) == held
+    kept = make(scorer=scorer, digest=0).compact(held, budget=budget)
+    assert kept.tokens <= budget
+    assert kept.choices["m0"] is Option.FULL and kept.choices["m1"] is not Option.FULL
     # the newest entry a user turn: pinned by pin_last, though a better-scored entry would fit in its place
     chat = messages[1:2] + messages[:1]
     alone = max(total_tokens(chat[:1]), total_tokens(chat[1:])) + 1

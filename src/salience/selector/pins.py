@@ -136,10 +136,10 @@ def strict_pins(allowed: np.ndarray, soft: np.ndarray, least: Callable[[np.ndarr
 
 def window_actions(sizes: np.ndarray, allowed: np.ndarray, system: np.ndarray, acting: np.ndarray,
                    least: Callable[[np.ndarray], float], budget: int) -> np.ndarray:
-    """The acting entries (``acting``: the agent's calls and code actions) that a sliding
-    window keeps whole at ``budget``, newest first, as many of them as can be held whole
-    (``allowed`` left with only their whole form) while the cheapest selection (``least``)
-    still fits; their indices.
+    """The acting entries (``acting``: the agent's calls and code actions, and the request it
+    works on, its newest user turn) that a sliding window keeps whole at ``budget``, newest
+    first, as many of them as can be held whole (``allowed`` left with only their whole form)
+    while the cheapest selection (``least``) still fits; their indices.
 
     The window is the longest run of the newest non-system entries whose whole ``sizes`` fit
     beside the system entries' (observation masking keeps every action the same way and masks

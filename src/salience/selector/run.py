@@ -13,12 +13,11 @@ A :class:`Run` holds what :meth:`Compactor.compact
    pins: each step down (whole, trimmed, stubbed, dropped) of one is worth more than
    every other entry and every older pin together (:func:`~salience.selector.pins.pin_worth`), so they stay whole
    whenever the budget allows and degrade, oldest first, before anything raises (a last user turn
-   that alone costs more than the budget is not pinned: its score weighs it). The agent's
-   actions (calls, code actions) that a sliding window keeps whole are held whole, newest first,
-   as many as fit beside the soft pins (whole where they fit so, else each in its best form that
-   fits: :func:`~salience.selector.pins.window_actions`).
-   Entries scored at least ``critical`` are pinned whole too, highest score first, while they
-   fit beside those (so a generous scorer never crowds out the latest messages);
+   that alone costs more than the budget is not pinned: its score weighs it). The agent's actions (calls, code
+   actions) and the request it works on (its newest user turn, unless its calls have acted on its values) that a
+   sliding window keeps whole are held whole, newest first, as many as fit beside the soft pins
+   (:func:`~salience.selector.pins.window_actions`). Entries scored at least ``critical`` are pinned whole too,
+   highest score first, while they fit beside those (so a generous scorer never crowds out the latest messages);
 3. phase masking (:mod:`salience.selector.masking`) of the other tool entries, with the
    ``policy`` (else the transcript's domain default) and the ``phase`` (else
    :func:`~salience.selector.masking.detect_phase`);
@@ -328,16 +327,17 @@ class Run:
             exempt[i] = True
         whole = allowed.copy()  # with the soft pins whole
         whole[soft] = WHOLE_ONLY
-        # The agent's actions that a sliding window keeps stay whole, as many as what must stay
-        # allows beside the soft pins (whole where they fit so, else each in the best form that
-        # fits, newest first: a pin's form comes first), before the critical entries: observation
-        # masking's rule (actions stay), and never fewer of the agent's actions than the window
-        # keeps. The window is counted as trimmers count it, by the messages' text (without what a
-        # provider adds per message and call). Held out, billed, 10% / 25%, steps with fewer:
-        # airline 53 / 117 -> 12 / 3, SWE-agent 9 / 19 -> 3 / 2, MINT 85 / 73 -> 29 / 44.
+        # The agent's actions that a sliding window keeps stay whole, and the request it works on (the last user turn,
+        # unless the calls have acted on its values, ACTED_WEIGHT's), as many as what must stay allows beside the soft
+        # pins (newest first), before the critical entries: observation masking's rule (actions and requests stay), no
+        # fewer of the agent's actions than the window, counted by the messages' text as trimmers count it, keeps (held
+        # out, billed, 10% / 25%, steps with fewer: airline 53 / 117 -> 12 / 3, MINT 85 / 73 -> 29 / 44). The request:
+        # never trained on, BFCL +0.005 / +0.008, AgentDojo +0.002 / +0.003; held out, the mean as before (BENCHMARKS).
         calls = self.rows.calls()
         acting = (calls > 0) | self.code_actions()
         if acting.any():
+            if u is not None and not 1 <= acted[u] < RECURRING_MIN:
+                acting[u] = True
             acting[list(fixed)] = False
 
             def least(a: np.ndarray) -> float:
