@@ -44,8 +44,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT / "src"))
 
-from bench_bfcl import measure  # noqa: E402
-from bench_unseen import OUT  # noqa: E402
+from bench_bfcl import add_common_arguments, measure, parse_choice  # noqa: E402
 
 from salience import Transcript  # noqa: E402
 
@@ -123,23 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"the suites to measure, comma-separated (default: {','.join(SUITES)})")
     parser.add_argument("--per-session", type=int, default=TASKS_PER_SESSION,
                         help=f"consecutive tasks a transcript holds (default {TASKS_PER_SESSION})")
-    parser.add_argument("--fractions", default="0.1,0.25",
-                        help="budgets over the system prompt, as shares of the other tokens (default 0.1,0.25)")
-    parser.add_argument("--out", type=Path, default=OUT / "agentdojo.json", help="the JSON report to write")
+    add_common_arguments(parser, "agentdojo.json")
     args = parser.parse_args(argv)
     if not (args.agentdojo / "agentdojo" / "data").is_dir():
         parser.error(f"no agentdojo package under {args.agentdojo}: pip install --target {args.agentdojo} "
                      f"agentdojo=={VERSION}")
     if args.per_session < 1:
         parser.error(f"--per-session: a positive whole number (got {args.per_session})")
-    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
-    unknown = [s for s in suites if s not in SUITES]
-    if unknown or not suites:
-        parser.error(f"--suites: unknown {unknown or 'none given'} (known: {', '.join(SUITES)})")
-    try:
-        fractions = tuple(float(f) for f in args.fractions.split(","))
-    except ValueError:
-        parser.error(f"--fractions: comma-separated numbers in (0, 1] (got {args.fractions!r})")
+    suites, fractions = parse_choice(parser, "--suites", args.suites, SUITES, args.fractions)
     loaders = {name: functools.partial(load, args.agentdojo, name, args.per_session) for name in suites}
     measure("AgentDojo", loaders, fractions, args.out,
             {"agentdojo": VERSION, "benchmark": BENCHMARK,

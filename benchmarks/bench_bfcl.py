@@ -162,6 +162,27 @@ def load(package: Path, name: str) -> list[Transcript]:
     return [Transcript.from_openai(t["messages"], id=t["id"]) for t in transcripts(package, category, long_context)]
 
 
+def add_common_arguments(parser: argparse.ArgumentParser, out: str) -> None:
+    """``--fractions`` and ``--out`` (default ``benchmarks/out/<out>``), as every unseen-domain benchmark takes them."""
+    parser.add_argument("--fractions", default="0.1,0.25",
+                        help="budgets over the system prompt, as shares of the other tokens (default 0.1,0.25)")
+    parser.add_argument("--out", type=Path, default=OUT / out, help="the JSON report to write")
+
+
+def parse_choice(parser: argparse.ArgumentParser, flag: str, value: str, known: Sequence[str],
+                 fractions: str) -> tuple[list[str], tuple[float, ...]]:
+    """The names ``value`` lists (comma-separated, each one of ``known``) and the budgets ``fractions``
+    lists; a usage error (exit code 2) naming ``flag`` or ``--fractions`` otherwise."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        parser.error(f"{flag}: unknown {unknown or 'none given'} (known: {', '.join(known)})")
+    try:
+        return names, tuple(float(f) for f in fractions.split(","))
+    except ValueError:
+        parser.error(f"--fractions: comma-separated numbers in (0, 1] (got {fractions!r})")
+
+
 def measure(label: str, loaders: dict[str, Callable[[], list[Transcript]]], fractions: Sequence[float],
             out_path: Path, meta: dict[str, Any], source: str) -> dict[str, Any]:
     """Measure each set of a domain never trained on as ``bench_unseen.py`` measures a held-out one
@@ -229,21 +250,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"bfcl-eval=={VERSION})")
     parser.add_argument("--sets", default=",".join(SETS),
                         help=f"the sets to measure, comma-separated (default: {','.join(SETS)})")
-    parser.add_argument("--fractions", default="0.1,0.25",
-                        help="budgets over the system prompt, as shares of the other tokens (default 0.1,0.25)")
-    parser.add_argument("--out", type=Path, default=OUT / "bfcl.json", help="the JSON report to write")
+    add_common_arguments(parser, "bfcl.json")
     args = parser.parse_args(argv)
     if not (args.bfcl / "bfcl_eval" / "data").is_dir():
         parser.error(f"no bfcl_eval package under {args.bfcl}: pip install --no-deps --target {args.bfcl} "
                      f"bfcl-eval=={VERSION}")
-    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    unknown = [s for s in sets if s not in SETS]
-    if unknown or not sets:
-        parser.error(f"--sets: unknown {unknown or 'none given'} (known: {', '.join(SETS)})")
-    try:
-        fractions = tuple(float(f) for f in args.fractions.split(","))
-    except ValueError:
-        parser.error(f"--fractions: comma-separated numbers in (0, 1] (got {args.fractions!r})")
+    sets, fractions = parse_choice(parser, "--sets", args.sets, list(SETS), args.fractions)
     loaders = {name: functools.partial(load, args.bfcl, name) for name in sets}
     measure("BFCL", loaders, fractions, args.out,
             {"bfcl_eval": VERSION, "categories": {name: SETS[name][0] for name in sets},

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,16 +98,9 @@ def get_suites(version):
 '''
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
 @pytest.fixture
-def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    _write(tmp_path, {
+def package(fake_package: Callable[[dict[str, str]], Path]) -> Path:
+    return fake_package({
         "agentdojo/__init__.py": "",
         "agentdojo/data/system_messages.yaml": "default: |\n  You assist Emma.\n  Use the tools.\n",
         "agentdojo/agent_pipeline/__init__.py": "",
@@ -117,10 +109,6 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "agentdojo/task_suite/__init__.py": "",
         "agentdojo/task_suite/load_suites.py": SUITES,
     })
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield tmp_path
-    for name in [m for m in sys.modules if m == "agentdojo" or m.startswith("agentdojo.")]:
-        del sys.modules[name]
 
 
 def test_tasks_in_order_become_one_session_on_one_environment(package: Path) -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,22 +40,15 @@ class Counter:
 '''
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
 @pytest.fixture
-def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def package(fake_package: Callable[[dict[str, str]], Path]) -> Path:
     task = {"id": "multi_turn_base_0", "involved_classes": ["Counter"], "initial_config": {"Counter": {"start": 10}},
             "question": [[{"role": "user", "content": "Add 5 to the counter, note 'first'."}],
                          [{"role": "user", "content": "Shout 'done', then jam it."}],
                          [{"role": "user", "content": "Nothing more."}]]}
     answer = {"id": "multi_turn_base_0",
               "ground_truth": [["add(5, note='first')"], ["shout(text='done')", "fail()"], []]}
-    _write(tmp_path, {
+    return fake_package({
         "bfcl_eval/__init__.py": "",
         "bfcl_eval/constants/__init__.py": "",
         "bfcl_eval/constants/executable_backend_config.py":
@@ -66,10 +58,6 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         "bfcl_eval/data/BFCL_v4_multi_turn_base.json": json.dumps(task) + "\n",
         "bfcl_eval/data/possible_answer/BFCL_v4_multi_turn_base.json": json.dumps(answer) + "\n",
     })
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    yield tmp_path
-    for name in [m for m in sys.modules if m == "bfcl_eval" or m.startswith("bfcl_eval.")]:
-        del sys.modules[name]
 
 
 def test_a_task_becomes_its_turns_and_its_calls_executed_in_the_backend(package: Path) -> None:
