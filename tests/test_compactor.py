@@ -1276,6 +1276,33 @@ def test_a_result_too_long_to_stay_whole_leaves_room_for_the_request_it_answers(
     assert tight.choices["m1"] is Option.DROP and tight.choices["m3"] is not Option.FULL
 
 
+def test_a_result_that_can_only_be_stubbed_lists_as_many_of_its_values_as_fit() -> None:
+    # The newest result (the pin the agent answers) fits neither whole nor trimmed beside its call:
+    # its stub listed 8 of its 40 order ids and left the rest of the room empty. It now lists as
+    # many as fit, beside the request it answers; where the trim fits, the trim is kept as before.
+    ids = [f"ORD-{n:04d}" for n in range(1, 41)]
+    messages = [
+        {"role": "system", "content": "You are a shop assistant."},
+        {"role": "user", "content": "Which orders do I have? I am u_77."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "list_orders", user="u_77")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "\n".join(f"order {i} shipped to Paris" for i in ids)},
+    ]
+    eight = make().compact(messages, budget=44)  # the request, the call and the stub of 8 values: no more room
+    assert eight.choices["m1"] is Option.FULL and eight.choices["m3"] is Option.STUB
+    for budget in (52, 60, 70):
+        result = make().compact(messages, budget=budget)
+        assert result.tokens <= budget
+        assert result.choices["m1"] is Option.FULL and result.choices["m3"] is Option.STUB, (budget, result.choices)
+        match = STUB_RE.match(result.messages[3]["content"])
+        assert match is not None and match.group(1) == "m3"
+        listed = match.group(3).split(", ")
+        assert listed == ids[: len(listed)] and len(listed) > 8, (budget, listed)  # the result's own, in order
+        assert budget - result.tokens < 3, budget  # and as many as fit: a value is two words with its comma
+        assert result.restore(["m3"])[3] == messages[3]
+    trimmed = make().compact(messages, budget=120)
+    assert trimmed.choices["m3"] is Option.TRIM
+
+
 def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:
     # "Now let me modify the alarm." answers nothing: it is not pinned and not counted, so
     # the default pin_last=1 pins the token the agent just got, whatever its score.

@@ -111,9 +111,10 @@ def test_exact_matches_brute_force(prob):
     assert not greedy.exact and greedy.method == "greedy"
     # without scaling the answer does not depend on max_cells
     np.testing.assert_array_equal(exact.choices, unscaled.choices)
-    # least cost among the optimal answers, like the brute force
+    # least cost among the optimal answers, like the brute force; values within 1e-12 of each other
+    # are one (an entry worth 2.2e-16 more made the brute force pay a token the dp did not)
     if abs(exact.value - ref.value) < 1e-12:
-        assert exact.cost == ref.cost
+        assert exact.cost <= ref.cost
     for a, b in zip(before, (costs, values, allowed, parent)):
         np.testing.assert_array_equal(a, b)
 

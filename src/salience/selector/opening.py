@@ -51,14 +51,14 @@ __all__ = ["Choice", "choose", "digest_host", "with_digest"]
 class Choice:
     """A selection ready for :meth:`Run.assemble`: the problem it solves, the option of each
     entry, how it was solved, whether it is over budget, the digest's fixed entries, and the
-    soft pin's grown trim it was made with (``Run.grown``)."""
+    soft pin's grown trim or stub it was made with (``Run.grown``)."""
 
     prob: Problem
     choices: np.ndarray
     method: str
     over: bool
     fixed: dict[int, tuple[int, Entry | None]] | None
-    grown: dict[int, Entry]
+    grown: dict[tuple[int, int], Entry]
 
     def worth(self) -> float:
         """The solver's objective: the sum of each entry's value in its option."""
@@ -169,7 +169,7 @@ def _opened(allowed: np.ndarray, entries: Sequence[Entry], user: int) -> np.ndar
     return out
 
 
-def _opening(run: Run, prob: Problem, grown: dict[int, Entry], cfg: Config, user: int) -> list[Choice]:
+def _opening(run: Run, prob: Problem, grown: dict[tuple[int, int], Entry], cfg: Config, user: int) -> list[Choice]:
     """The answer that opens with ``user`` (:func:`_opened`), or none where it cannot."""
     run.grown = dict(grown)
     try:
@@ -180,5 +180,5 @@ def _opening(run: Run, prob: Problem, grown: dict[int, Entry], cfg: Config, user
 
 
 def _with_grown(run: Run, choice: Choice) -> Choice:
-    run.grown = dict(choice.grown)  # what assemble renders a soft pin's grown trim from
+    run.grown = dict(choice.grown)  # what assemble renders a soft pin's grown trim or stub from
     return choice

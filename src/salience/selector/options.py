@@ -148,6 +148,30 @@ def trim_to(cfg: Config, entry: Entry, cost: int, limit: int,
     return None if got >= cost else (best, got)
 
 
+def stub_to(cfg: Config, entry: Entry, cost: int, limit: int, call: Entry | None = None) -> tuple[Entry, int] | None:
+    """A tool result's stub that lists as many of its values as fit in ``limit`` tokens as the
+    counter bills it (more than ``cfg.stub_values``, the values its ``call``'s arguments show left
+    out, as its stub leaves them), and what it then costs; None for any other entry, or where no
+    more than ``cfg.stub_values`` of them fit."""
+    if entry.role != "tool" or not entry.content:
+        return None
+    values = extract_values(entry.content)
+    shown = {v for c in call.tool_calls for v in extract_values(c.arguments)} if call is not None else set()
+    listed = [v for v in values if v not in shown]
+    rest = cost - cfg.counter.count(entry.content)
+    best: tuple[Entry, int] | None = None
+    lo, hi = cfg.stub_values + 1, len(listed)
+    while lo <= hi:  # more values, a longer stub: the most that fit
+        mid = (lo + hi) // 2
+        stub = entry.with_content(stub_text(entry.id, tokens=cost, values=listed, max_values=mid))
+        got = rest + cfg.counter.count(stub.content)
+        if got <= limit:
+            best, lo = (stub, got), mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
 def _trim_keep(cfg: Config, o: EntryOptions) -> int:
     tokens = cfg.counter.count(o.full.content)
     k = cfg.trim_keep

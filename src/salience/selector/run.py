@@ -50,10 +50,11 @@ from salience.messages.dispatch import MessageCache, render
 from salience.selector import knapsack
 from salience.selector.masking import Phase, PhasePolicy, detect_phase, mask_options
 from salience.selector.opening import digest_host
-from salience.selector.options import OptionsCache, min_cost, rows, trim_to, unit_min, unit_mins
+from salience.selector.options import OptionsCache, min_cost, rows, stub_to, trim_to, unit_min, unit_mins
 from salience.selector.params import Config
 from salience.selector.pins import (
     empty_error,
+    grow_stub,
     grow_trim,
     hold_first_turn,
     must_stay_error,
@@ -179,7 +180,7 @@ class Run:
         self._recurring: frozenset[str] | None = None
         self._acted: np.ndarray | None = None  # acted_on()
         self._last_user = -2  # -1: no user turn; -2: not worked out yet
-        self.grown: dict[int, Entry] = {}  # a soft pin's trim that keeps as much as fits (problem(); assemble)
+        self.grown: dict[tuple[int, int], Entry] = {}  # a soft pin's form grown to fit (problem(); assemble)
 
     # -- renderings -----------------------------------------------------------
     def options(self) -> tuple[list[list[Entry | None]], np.ndarray, np.ndarray]:
@@ -317,14 +318,17 @@ class Run:
         allowed[hard] = WHOLE_ONLY
         if self.fmt == "anthropic" and first_turn:
             hold_first_turn(self.source.entries, fixed, allowed)  # Anthropic wants the first message from the user
-        # the newest soft pin that cannot stay whole keeps as much as fits (grow_trim), beside the newest user turn
+        # the newest soft pin that cannot stay whole keeps as much as fits (grow_trim, grow_stub) beside the request
         ents, opts, src, u = self.source.entries, self.opts, self.src_cost, self.last_user()
+
+        def least(a: np.ndarray) -> float:
+            return self.min_cost(a, costs)
         spare = int(costs[u, _FULL]) if u is not None and not pins[u] and soft[u + 1:].any() else 0
-        self.grown = grow_trim(costs, allowed, soft, budget, lambda a: self.min_cost(a, costs), lambda i, limit:
-                               trim_to(cfg, ents[i], int(src[i]), limit, quoting=opts[i].quoting), spare)
-        exempt = pins.copy()
-        for i in fixed:
-            exempt[i] = True
+        self.grown = grow_trim(costs, allowed, soft, budget, least, lambda i, n: trim_to(
+            cfg, ents[i], int(src[i]), n, quoting=opts[i].quoting), spare) or grow_stub(
+            costs, allowed, soft, budget, least, lambda i, n: stub_to(cfg, ents[i], int(src[i]), n, opts[i].call),
+            u if spare else None)
+        exempt = pins | np.isin(np.arange(self.n), list(fixed))  # the pins and the fixed entries
         whole = allowed.copy()  # with the soft pins whole
         whole[soft] = WHOLE_ONLY
         # The agent's actions that a sliding window keeps stay whole, and the request it works on (the last user turn,
@@ -339,10 +343,6 @@ class Run:
             if u is not None and not 1 <= acted[u] < RECURRING_MIN:
                 acting[u] = True
             acting[list(fixed)] = False
-
-            def least(a: np.ndarray) -> float:
-                return self.min_cost(a, costs)
-
             base = allowed
             if soft.any():
                 base = whole if least(whole) <= budget else strict_pins(allowed, soft, least, budget)
@@ -681,7 +681,7 @@ class Run:
                 else:
                     if renders is None:
                         renders = self.options()[0]
-                    entry = self.grown[i] if c == _TRIM and i in self.grown else renders[i][c]
+                    entry = self.grown.get((i, c), renders[i][c])
                 assert entry is not None, (i, c)
                 entries[int(at[i])] = entry
                 if entry is not full[i]:
