@@ -1220,9 +1220,11 @@ def test_a_chat_turn_is_kept_whole_or_not_at_all_but_pins_still_degrade() -> Non
 def test_the_newest_pin_keeps_its_best_form_that_fits_before_an_older_pin() -> None:
     # The latest result is the newest pin and the last user turn an older one: at every
     # budget, the result keeps the best of its forms that fits beside its call and the
-    # system prompt, whatever the user turn and the rest are worth. (Pin worths that only
+    # system prompt, whatever the user turn and the rest are worth (pin worths that only
     # grew with the rank made dropping the result cheaper than stubbing the user turn and
-    # trimming the result.)
+    # trimming the result); but where the request it answers fits beside its stub and not
+    # beside its trim, it is stubbed and the request stays, whole or, beside the actions a window
+    # keeps, trimmed (pins.grow_trim).
     messages = [
         {"role": "system", "content": "You are a calendar agent."},
         {"role": "user", "content": "Set a reminder to buy cake on September 27, please."},
@@ -1242,14 +1244,19 @@ def test_the_newest_pin_keeps_its_best_form_that_fits_before_an_older_pin() -> N
     fixed = int(costs[0, 0] + costs[5, 0])  # the system prompt and the result's call, whole
     forms = [Option(o) for o in (0, 1, 2) if available[6, o]]
     assert len(forms) == 3  # whole, trimmed, stubbed: each cheaper than the one before
-    seen = set()
+    request = int(costs[4, 0])
+    seen, given_way = set(), 0
     for budget in range(fixed + int(costs[6, 2]), total_tokens(messages) + 1):
         result = compactor.compact(messages, budget=budget)
         assert result.tokens <= budget and not result.over_budget
         best = next(o for o in forms if fixed + costs[6, int(o)] <= budget)
+        if best is Option.TRIM and fixed + costs[6, 1] + request > budget >= fixed + costs[6, 2] + request:
+            best = Option.STUB
+            assert result.choices["m4"] is not Option.DROP, (budget, result.choices)  # (the window's actions first)
+            given_way += 1
         assert result.choices["m6"] is best, (budget, best, result.choices)
         seen.add(best)
-    assert seen == set(forms)
+    assert seen == set(forms) and given_way
 
 
 def test_a_result_too_long_to_stay_whole_leaves_room_for_the_request_it_answers() -> None:
@@ -1301,6 +1308,14 @@ def test_a_result_that_can_only_be_stubbed_lists_as_many_of_its_values_as_fit() 
         assert result.restore(["m3"])[3] == messages[3]
     trimmed = make().compact(messages, budget=120)
     assert trimmed.choices["m3"] is Option.TRIM
+    # where the trim's least form leaves the request no room and the stub does, the result is
+    # stubbed and the request stays (the trim kept 18 ids and dropped the request here before)
+    for budget in (92, 96, 100):
+        result = make().compact(messages, budget=budget)
+        assert result.tokens <= budget
+        assert result.choices["m1"] is Option.FULL and result.choices["m3"] is Option.STUB, (budget, result.choices)
+    beside = make().compact(messages, budget=104)  # the trim fits beside the request: trimmed, as before
+    assert beside.choices["m1"] is Option.FULL and beside.choices["m3"] is Option.TRIM
 
 
 def test_the_result_before_the_agents_plain_words_stays_pinned() -> None:

@@ -68,7 +68,8 @@ def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: 
     """The newest soft pin, where it cannot stay whole beside what must stay, trimmed to keep
     as much as fits beside that instead of the ``trim_keep`` share: ``{(index, TRIM): trimmed entry}``,
     with its TRIM cost in ``costs`` raised to match; empty (``costs`` untouched) where there is
-    no soft pin, it stays whole, no trim fits, or the grown trim would keep no more.
+    no soft pin, it stays whole, no trim fits, the grown trim would keep no more, or the request
+    fits beside the stub alone (below).
 
     ``spare``: what the newest user turn costs whole, where it is no pin and comes before the
     newest one (0 otherwise); the trim grows into what is left beside it too, wherever that
@@ -78,6 +79,15 @@ def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: 
     there, system + 10%: 0.472 -> 0.485 of the independent references. Held out (leave one data
     set out, every step): airline's user turns kept whole 0.220 / 0.369 -> 0.230 / 0.380 at 10% /
     25%, its references 0.559 / 0.779 -> 0.557 / 0.780; the other four sets unchanged.
+
+    Where even the trim's least form leaves the request no room and the stub does, the trim is
+    not allowed (``allowed`` is changed): the result is stubbed (:func:`grow_stub` lists what
+    fits) and the request it answers stays. A transaction list trimmed to 160 tokens took the
+    room of "Spotify sent me a note that their prices increased 10% this month. Please send them
+    the difference..." (AgentDojo's banking suite, never trained on): there, 25%, 0.571 -> 0.600
+    of the independent references (AgentDojo 0.449 / 0.661 -> 0.452 / 0.673); held out, every
+    figure the same or higher (airline 0.457 -> 0.460, by ours 0.559 / 0.779 -> 0.565 / 0.782;
+    SWE-agent's copied code lines 0.824 -> 0.843 at 10%); BFCL the same to the digit.
 
     The newest pin is what the agent answers, and :func:`pin_worth` gives up every other
     entry before it degrades that pin, so its trimmed form is all it keeps of it: at a quarter,
@@ -103,6 +113,12 @@ def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: 
     trial[i, FULL] = False
     trial[i, TRIM] = True
     slack = budget - least(trial)
+    if spare > slack and allowed[i, STUB]:  # no room for the request beside the trim: beside the stub?
+        trial[i, TRIM], trial[i, STUB] = False, True
+        if spare <= budget - least(trial):
+            allowed[i, TRIM] = False  # the result is stubbed (grow_stub lists what fits), the request stays
+            return {}
+        trial[i, TRIM], trial[i, STUB] = True, False
     if 0 < spare <= slack:
         slack -= spare
     room = int(costs[i, TRIM] + slack)
