@@ -113,7 +113,7 @@ def grow_trim(costs: np.ndarray, allowed: np.ndarray, soft: np.ndarray, budget: 
     trial[i, FULL] = False
     trial[i, TRIM] = True
     slack = budget - least(trial)
-    if spare > slack and allowed[i, STUB]:  # no room for the request beside the trim: beside the stub?
+    if 0 < spare and slack < spare and allowed[i, STUB]:  # no room for the request beside the trim: the stub?
         trial[i, TRIM], trial[i, STUB] = False, True
         if spare <= budget - least(trial):
             allowed[i, TRIM] = False  # the result is stubbed (grow_stub lists what fits), the request stays
