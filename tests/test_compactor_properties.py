@@ -11,6 +11,7 @@ input back exactly, and of any subset gives a valid transcript.
 from __future__ import annotations
 
 import copy
+import math
 import random
 import sys
 from pathlib import Path
@@ -141,11 +142,17 @@ def _fits_whole(c: Compactor, messages: Any, budget: int, system: Any, ids: set[
 def _fits_with(c: Compactor, messages: Any, budget: int, system: Any, index: int, option: int) -> bool:
     """Whether the cheapest valid selection with entry ``index`` in form ``option`` (the
     system prompt whole, every other entry as cheap as it may be) fits ``budget``."""
+    return _least_with(c, messages, budget, system, index, option) <= budget
+
+
+def _least_with(c: Compactor, messages: Any, budget: int, system: Any, index: int, option: int) -> float:
+    """What the cheapest valid selection with entry ``index`` in form ``option`` costs (the system
+    prompt whole, every other entry as cheap as it may be; infinite where that form is not offered)."""
     source, fmt = to_transcript(messages, system=system, format=None)
     run = Run(c._config(budget), source, fmt)
     _, costs, allowed = run.options()
     if not allowed[index, option]:
-        return False
+        return math.inf
     allowed = allowed.copy()
     allowed[index] = False
     allowed[index, option] = True
@@ -157,7 +164,7 @@ def _fits_with(c: Compactor, messages: Any, budget: int, system: Any, index: int
     if fmt == "anthropic" and first is not None and first != index and source.entries[first].role == "user":
         if allowed[first, :3].any():
             allowed[first, 3] = False
-    return run.min_cost(allowed, costs) <= budget
+    return run.min_cost(allowed, costs)
 
 
 def _holds_latest(c: Compactor, messages: Any, budget: int, system: Any) -> bool:
@@ -243,14 +250,22 @@ def check(c: Compactor, messages: Any, budget: int, *, system: Any = None, resto
             assert out[x] == src[x]
 
     # the newest soft pin keeps the best of its forms that fits beside the system prompt (and
-    # its tool group), whatever the older pins and the rest are worth: older pins give way first
-    soft = [i for i, e in enumerate(source.entries) if e.id in _pins(source, c, run.options()[1][:, 0], budget)
-            and e.role != "system"]
+    # its tool group), whatever the older pins and the rest are worth: older pins give way first;
+    # but a trim that leaves the request before it (the newest user turn, no pin) no room where the
+    # stub leaves it some gives way to the stub (salience.selector.pins.grow_trim)
+    pin_ids = _pins(source, c, run.options()[1][:, 0], budget)
+    soft = [i for i, e in enumerate(source.entries) if e.id in pin_ids and e.role != "system"]
     if soft and not result.over_budget:
         newest = soft[-1]
         e = source.entries[newest]
         if c.max_entry_tokens is None or COUNTER.count_entry(e) <= c.max_entry_tokens:
             best = next((o for o in (0, 1, 2, 3) if _fits_with(c, messages, budget, system, newest, o)), 3)
+            users = [i for i, u in enumerate(source.entries) if u.role == "user"]
+            if best == 1 and users and users[-1] < newest and source.entries[users[-1]].id not in pin_ids:
+                spare = run.options()[1][users[-1], 0]
+                if budget - _least_with(c, messages, budget, system, newest, 1) < spare <= \
+                        budget - _least_with(c, messages, budget, system, newest, 2):
+                    best = 2
             assert int(result.choices[e.id]) <= best, (e.id, result.choices[e.id], Option(best))
 
     # nothing lost
